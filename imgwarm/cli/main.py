@@ -1,0 +1,192 @@
+"""``imgwarm`` and its commands."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import click
+
+from imgwarm.cli import report
+from imgwarm.config import Settings, load_settings
+from imgwarm.exceptions import ImgwarmError, SettingsError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _settings(ctx: click.Context, **overrides: Any) -> Settings:
+    try:
+        return load_settings(ctx.obj.get("config"), **overrides)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _quiet_libvips(workers: int) -> None:
+    """libvips logs every warning it survives; we report errors ourselves. One libvips thread
+    per worker keeps (workers x threads) within the cores; no operation cache saves memory."""
+    import pyvips
+
+    logging.getLogger("pyvips").setLevel(logging.CRITICAL)
+    pyvips.cache_set_max(0)
+    if workers > 1:
+        pyvips.concurrency_set(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", type=click.Path(dir_okay=False, path_type=Path),
+              help="TOML settings file (default: ./imgwarm.toml, or IMGWARM_CONFIG).")
+@click.version_option(package_name="imgwarm")
+@click.pass_context
+def cli(ctx: click.Context, config: Path | None) -> None:
+    """imgwarm: photos in, compact web variants out.
+
+    Every upload becomes WebP (and AVIF) plus a progressive JPEG fallback at several widths,
+    upright, sRGB, carrying its description and copyright in EXIF, named by the SHA-256 of its
+    bytes and laid out in shard folders that nginx serves as they are.
+
+    Settings come from defaults, then imgwarm.toml, then IMGWARM_* variables, then options:
+    see `imgwarm config`.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["config"] = config
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
+@click.option("--description", help="EXIF ImageDescription for every output (else the source's).")
+@click.option("--copyright", "copyright_", metavar="TEXT",
+              help="EXIF Copyright for every output (else the source's).")
+@click.option("--artist", help="EXIF Artist for every output (else the source's).")
+@click.option("--widths", help="Comma-separated widths, e.g. 320,640,1280,1920.")
+@click.option("--formats", help="Comma-separated formats among avif, webp, jpeg.")
+@click.option("--webp-quality", type=int, help="WebP quality, 1..100 (default 80).")
+@click.option("--jpeg-quality", type=int, help="JPEG quality, 1..100 (default 82).")
+@click.option("--avif-quality", type=int, help="AVIF quality, 1..100 (default 55).")
+@click.option("--origin-root", type=click.Path(path_type=Path),
+              help="Where variants are written (default var/origin).")
+@click.option("--manifest-root", type=click.Path(path_type=Path),
+              help="Where manifests are written (default var/manifest).")
+@click.option("--max-pixels", type=int, help="Refuse images with more pixels (default 100 MP).")
+@click.option("--max-bytes", type=int, help="Refuse files larger than this (default 64 MiB).")
+@click.option("--workers", type=int, help="Sources at once (default: one per core).")
+@click.pass_context
+def optimize(ctx: click.Context, sources: tuple[str, ...], as_json: bool,
+             description: str | None, copyright_: str | None, artist: str | None,
+             **options: Any) -> None:
+    """Make the web variants of each SOURCE (image files, or folders searched recursively).
+
+    Exit status: 0 when every source succeeded, 1 when any failed (the others are still
+    done), 2 for usage errors. A failed source leaves no file behind. Running again on the
+    same sources with the same settings writes nothing new.
+    """
+    from imgwarm.pipeline.batch import collect_sources, run_batch
+    from imgwarm.pipeline.metadata import Credits
+
+    settings = _settings(ctx, **options)
+    if not sources:
+        raise click.UsageError(
+            "no SOURCE given: name image files or folders "
+            "(`imgwarm samples DIR` makes sample photos to try)"
+        )
+    paths = collect_sources(sources)
+    if not paths:
+        raise click.UsageError(f"no image files found in {', '.join(sources)}")
+    _quiet_libvips(settings.effective_workers())
+    credits = Credits(description=description, copyright=copyright_, artist=artist)
+    failed = _run(paths, settings, credits, as_json)
+    if not as_json:
+        click.echo(f"{len(paths)} source(s): {len(paths) - failed} ok, {failed} failed; "
+                   f"variants in {settings.origin_root}", err=True)
+    ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from imgwarm.pipeline.batch import run_batch
+
+    console = Console(stderr=True)
+    show_bar = not as_json and console.is_terminal and len(paths) > 1
+    progress = Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                        TimeRemainingColumn(), console=console, transient=True)
+    failed = 0
+    with progress if show_bar else nullcontext():
+        task = progress.add_task("optimizing", total=len(paths)) if show_bar else None
+        for result in run_batch(paths, settings, credits):
+            failed += not result.ok
+            if as_json:
+                click.echo(report.json_line(result))
+            elif result.ok:
+                (progress.console.print if show_bar else click.echo)(report.human_line(result))
+            else:
+                click.echo(report.human_line(result), err=True)
+            if task is not None:
+                progress.advance(task)
+    return failed
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.pass_context
+def show(ctx: click.Context, sources: tuple[str, ...]) -> None:
+    """Print the manifest of each SOURCE (a file that was optimized, or a manifest key)."""
+    from imgwarm.pipeline.optimize import Stores, local_key
+
+    stores = Stores.local(_settings(ctx))
+    missing = 0
+    for source in sources:
+        path = Path(source)
+        key = local_key(path) if path.exists() else source
+        try:
+            manifest = stores.manifests.get(key)
+        except ImgwarmError as error:
+            manifest, missing = None, missing + 1
+            click.echo(f"{source}: {error}", err=True)
+            continue
+        if manifest is None:
+            missing += 1
+            click.echo(f"{source}: no manifest (not optimized yet, or another manifest root)",
+                       err=True)
+        else:
+            click.echo(manifest.to_json(), nl=False)
+    ctx.exit(EXIT_FAILED if missing else EXIT_OK)
+
+
+@cli.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON instead of TOML.")
+@click.pass_context
+def config_(ctx: click.Context, as_json: bool) -> None:
+    """Print the effective settings (TOML you can save as imgwarm.toml)."""
+    settings = _settings(ctx)
+    values = settings.model_dump(mode="json")
+    if as_json:
+        click.echo(json.dumps(values, indent=2))
+        return
+    for name, value in values.items():
+        info = Settings.model_fields[name]
+        click.echo(f"# IMGWARM_{name.upper()}: {info.description}")
+        click.echo(f"{name} = {json.dumps(value)}")
+
+
+@cli.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+def samples(folder: Path) -> None:
+    """Write a few synthetic sample photos into FOLDER (to try imgwarm on)."""
+    from imgwarm.samples import write_samples
+
+    for path in write_samples(folder):
+        click.echo(str(path))
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="imgwarm")
+    except ImgwarmError as error:  # anything not tied to one source
+        click.echo(f"imgwarm: {error}", err=True)
+        sys.exit(EXIT_FAILED)

@@ -1,0 +1,58 @@
+"""The error hierarchy of imgwarm, in one place.
+
+ImgwarmError
+├── SettingsError        a setting or option is out of range or malformed (CLI exit 2)
+├── SourceError          this source cannot be turned into variants (CLI exit 1, batch goes on)
+│   ├── UnreadableSource     cannot be read at all (missing, permission, not a regular file)
+│   ├── UnsupportedFormat    the bytes are not a format we accept (sniffed, never by name)
+│   ├── LimitExceeded        file size or pixel count over the limit, found on the header
+│   └── CorruptImage         header or pixel data is damaged or uses an unsupported coding
+├── LayoutError          a key or path would escape a root, or a folder would overflow
+└── StorageError         writing to or reading from the origin or manifest store failed
+
+Every SourceError carries the source it is about, so its str() is the one clear line that
+DESIGN.md asks for: "<source>: <what is wrong>".
+"""
+
+from __future__ import annotations
+
+
+class ImgwarmError(Exception):
+    """Base of every error imgwarm raises on purpose."""
+
+
+class SettingsError(ImgwarmError):
+    """A setting or option is invalid; the message names it and its allowed range."""
+
+
+class SourceError(ImgwarmError):
+    """A source image cannot be processed. Permanent: retrying will not help."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+class UnreadableSource(SourceError):
+    """The source cannot be opened or read."""
+
+
+class UnsupportedFormat(SourceError):
+    """The source's bytes are not an accepted image format."""
+
+
+class LimitExceeded(SourceError):
+    """The source is larger than a configured limit (checked before decoding)."""
+
+
+class CorruptImage(SourceError):
+    """The source's header or pixel data is damaged, or its coding is unsupported."""
+
+
+class LayoutError(ImgwarmError):
+    """A path would leave its root, or a folder would exceed its entry limit."""
+
+
+class StorageError(ImgwarmError):
+    """Reading or writing stored files failed (disk full, permissions...)."""

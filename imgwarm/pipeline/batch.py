@@ -1,0 +1,80 @@
+"""Batch: many sources at once, in parallel, each succeeding or failing on its own."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import ImgwarmError, UnreadableSource
+from imgwarm.pipeline.manifest import Manifest
+from imgwarm.pipeline.metadata import Credits
+from imgwarm.pipeline.optimize import Stores, optimize_file
+
+# What a folder is searched for. A file named on the command line is taken whatever its name.
+IMAGE_SUFFIXES = frozenset(
+    ".jpg .jpeg .jpe .jfif .png .webp .gif .tif .tiff .heic .heif .avif .bmp".split()
+)
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    source: str  # as given (or as found under a given folder)
+    manifest: Manifest | None = None
+    error: str | None = None
+    reused: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def collect_sources(arguments: Iterable[str]) -> list[Path]:
+    """Files as named, and image files found recursively (sorted, no hidden ones) in folders."""
+    found: list[Path] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(
+                    Path(folder) / f for f in sorted(files)
+                    if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_SUFFIXES
+                )
+        else:
+            found.append(path)
+    return found
+
+
+def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+    try:
+        if not path.exists():
+            raise UnreadableSource(str(path), "no such file or folder")
+        outcome = optimize_file(path, settings=settings, stores=stores, credits=credits)
+    except ImgwarmError as error:
+        return SourceResult(str(path), error=str(error))
+    except Exception as error:  # a bug must cost one source, not the batch
+        return SourceResult(str(path), error=f"{path}: internal error: {error!r}")
+    return SourceResult(str(path), manifest=outcome.manifest, reused=outcome.reused)
+
+
+def run_batch(
+    paths: list[Path], settings: Settings, credits: Credits | None = None,
+    stores: Stores | None = None,
+) -> Iterator[SourceResult]:
+    """Results as sources finish. Threads, not processes: libvips releases the GIL, and one
+    libvips thread per worker keeps cores from being oversubscribed."""
+    stores = stores or Stores.local(settings)
+    credits = credits or Credits()
+    workers = min(settings.effective_workers(), max(1, len(paths)))
+    if workers == 1:
+        for path in paths:
+            yield _one(path, settings, stores, credits)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm") as pool:
+        futures = [pool.submit(_one, p, settings, stores, credits) for p in paths]
+        for future in as_completed(futures):
+            yield future.result()

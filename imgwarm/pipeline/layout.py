@@ -1,0 +1,72 @@
+"""Layout: where a hashed file lives under a root, and keeping every path inside its root.
+
+Files are sharded by their hash: ``levels`` folders, each named by the next ``bits`` bits of
+the hash in hex, where ``2**bits`` is the largest power of two within the folder entry limit.
+With the defaults (255 entries: 7 bits, 3 levels) there are 2,097,152 leaf folders, so 16
+million files average under 8 a folder; the store also refuses to overfill a folder.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from imgwarm.exceptions import LayoutError
+
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+@dataclass(frozen=True)
+class Layout:
+    max_entries: int = 255
+    levels: int = 3
+
+    @property
+    def bits(self) -> int:
+        return self.max_entries.bit_length() - 1
+
+    @property
+    def leaves(self) -> int:
+        return int(2 ** (self.bits * self.levels))
+
+    def folder_for(self, hex_hash: str) -> PurePosixPath:
+        """The shard folder of a hash, e.g. ``1f/54/2a``."""
+        total = self.bits * self.levels
+        digits = -(-total // 4)
+        if len(hex_hash) < digits:
+            raise LayoutError(f"hash {hex_hash!r} is too short for {self.levels} shard levels")
+        value = int(hex_hash[:digits], 16) >> (digits * 4 - total)
+        width = -(-self.bits // 4)
+        mask = (1 << self.bits) - 1
+        parts = [
+            f"{(value >> (self.bits * (self.levels - 1 - i))) & mask:0{width}x}"
+            for i in range(self.levels)
+        ]
+        return PurePosixPath(*parts)
+
+    def path_for(self, name: str, hex_hash: str) -> PurePosixPath:
+        return self.folder_for(hex_hash) / name
+
+
+def safe_relative(key: str | PurePosixPath) -> PurePosixPath:
+    """A key as a relative path that cannot leave its root: no absolute paths, no ``..``,
+    no empty or dot segments, no control characters or backslashes."""
+    text = str(key)
+    if not text or _BAD_CHARS.search(text):
+        raise LayoutError(f"refusing key {text!r}: empty or contains control characters")
+    path = PurePosixPath(text)
+    if path.is_absolute() or text.startswith("/"):
+        raise LayoutError(f"refusing key {text!r}: absolute paths are not allowed")
+    if any(part in ("..", ".", "") for part in text.split("/")):
+        raise LayoutError(f"refusing key {text!r}: '..', '.' and empty segments are not allowed")
+    return path
+
+
+def join_under(root: Path, key: str | PurePosixPath) -> Path:
+    """``root / key``, guaranteed to be inside root."""
+    target = root / safe_relative(key)
+    resolved_root = root.resolve()
+    if not target.resolve().is_relative_to(resolved_root):  # a symlink pointing out
+        raise LayoutError(f"refusing key {str(key)!r}: it resolves outside {root}")
+    return target

@@ -1,0 +1,118 @@
+"""Metadata: the description, copyright and artist of a source, and the EXIF of its outputs.
+
+EXIF is built and inserted with piexif, byte for byte: libvips re-serialises EXIF through
+libexif, which turns UTF-8 text into question marks.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, replace
+from typing import Any
+
+import piexif
+import pyvips
+
+from imgwarm.config import Format
+
+_TEXT_TAGS = {
+    "description": piexif.ImageIFD.ImageDescription,
+    "copyright": piexif.ImageIFD.Copyright,
+    "artist": piexif.ImageIFD.Artist,
+}
+_AVIF_FIELDS = {
+    "description": "exif-ifd0-ImageDescription",
+    "copyright": "exif-ifd0-Copyright",
+    "artist": "exif-ifd0-Artist",
+}
+
+ExifDict = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Credits:
+    """The text an output carries for search engines and rights holders."""
+
+    description: str | None = None
+    copyright: str | None = None
+    artist: str | None = None
+
+    def merged_over(self, base: Credits) -> Credits:
+        """These values where given, else the base's."""
+        return replace(
+            base,
+            **{k: v for k, v in vars(self).items() if v is not None},
+        )
+
+
+def clean_text(raw: bytes | str | None) -> str | None:
+    """Decode and trim an EXIF string; blank or NUL-filled values count as absent."""
+    if raw is None:
+        return None
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+    else:
+        text = raw
+    text = text.replace("\x00", " ").strip()
+    return text or None
+
+
+def read_exif(data: bytes) -> ExifDict | None:
+    """The source's EXIF as piexif reads it, or None when it has none or it is unreadable."""
+    try:
+        exif: ExifDict = piexif.load(data)
+    except Exception:  # piexif raises anything from struct.error to ValueError on junk
+        return None
+    return exif
+
+
+def credits_from_exif(exif: ExifDict | None) -> Credits:
+    ifd0 = (exif or {}).get("0th", {})
+    return Credits(**{name: clean_text(ifd0.get(tag)) for name, tag in _TEXT_TAGS.items()})
+
+
+def build_exif(
+    credits: Credits, source: ExifDict | None, *, keep_gps: bool, keep_maker_notes: bool
+) -> bytes | None:
+    """EXIF bytes for outputs: the credits (UTF-8), optionally the source's GPS and maker notes.
+    No Orientation: pixels are already upright. None when there is nothing to say."""
+    ifd0 = {
+        tag: text.encode("utf-8")
+        for name, tag in _TEXT_TAGS.items()
+        if (text := getattr(credits, name)) is not None
+    }
+    exif: ExifDict = {"0th": ifd0}
+    if source and keep_gps and source.get("GPS"):
+        exif["GPS"] = source["GPS"]
+    maker_note = (source or {}).get("Exif", {}).get(piexif.ExifIFD.MakerNote)
+    if keep_maker_notes and maker_note:
+        exif["Exif"] = {piexif.ExifIFD.MakerNote: maker_note}
+    if len(exif) == 1 and not ifd0:
+        return None
+    try:
+        return bytes(piexif.dump(exif))
+    except Exception:  # a malformed kept block must not cost the credits
+        return bytes(piexif.dump({"0th": ifd0})) if ifd0 else None
+
+
+def attach_exif(data: bytes, fmt: Format, exif: bytes) -> bytes:
+    """Insert EXIF into encoded JPEG or WebP bytes (AVIF gets it at encode, see avif_exif)."""
+    if fmt == "avif":
+        return data
+    out = io.BytesIO()
+    piexif.insert(exif, data, out)
+    return out.getvalue()
+
+
+def with_avif_exif(image: pyvips.Image, credits: Credits) -> pyvips.Image:
+    """Credits as libvips EXIF fields, for AVIF. libexif keeps only ASCII intact, so non-ASCII
+    values are left out rather than written as question marks."""
+    tagged = image.copy()
+    for name, field in _AVIF_FIELDS.items():
+        text = getattr(credits, name)
+        if text is not None and text.isascii():
+            tagged.set_type(pyvips.GValue.gstr_type, field, text)
+    return tagged

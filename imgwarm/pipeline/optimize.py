@@ -1,0 +1,206 @@
+"""Optimize one source: the order of the steps, written down once.
+
+    read -> probe (format, limits, on the header) -> decode (shrink-on-load, strict)
+    -> fit (largest width) -> to_srgb -> [in memory] -> upright -> for each width: fit
+    -> encode -> EXIF -> name by hash -> write atomically -> manifest
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pyvips
+
+from imgwarm.config import Format, Settings
+from imgwarm.exceptions import CorruptImage, ImgwarmError, LimitExceeded, UnreadableSource
+from imgwarm.pipeline import metadata
+from imgwarm.pipeline.colour import to_srgb
+from imgwarm.pipeline.decode import decode
+from imgwarm.pipeline.encode import EXTENSIONS, encode
+from imgwarm.pipeline.layout import Layout
+from imgwarm.pipeline.manifest import Manifest, ManifestStore, Variant
+from imgwarm.pipeline.naming import content_hash, file_name, slug_for
+from imgwarm.pipeline.orient import upright
+from imgwarm.pipeline.probe import Probe, probe
+from imgwarm.pipeline.resize import fit
+from imgwarm.pipeline.storage import LocalStore, Store
+from imgwarm.pipeline.variants import height_for, plan_widths
+from imgwarm.pipeline.vipsutil import vips_reason
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Where variants and manifests go."""
+
+    origin: Store
+    manifests: ManifestStore
+    layout: Layout
+
+    @classmethod
+    def local(cls, settings: Settings) -> Stores:
+        layout = Layout(settings.max_dir_entries, settings.shard_levels)
+        origin = LocalStore(
+            settings.origin_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
+        )
+        manifests = LocalStore(
+            settings.manifest_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
+        )
+        return cls(origin, ManifestStore(manifests, layout), layout)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    manifest: Manifest
+    reused: bool  # True when nothing had to be made: same bytes, same settings
+
+
+@dataclass(frozen=True)
+class _Output:
+    variant: Variant
+    data: bytes
+
+
+def local_key(path: Path) -> str:
+    """The manifest key of a local file: its absolute path, so any working folder finds it."""
+    return str(path.resolve())
+
+
+def read_source(path: Path, settings: Settings) -> bytes:
+    """The bytes of a source file, refusing oversized files before reading them."""
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise UnreadableSource(str(path), "not a regular file")
+        if size > settings.max_bytes:
+            raise LimitExceeded(
+                str(path), f"file is {size:,} bytes, over the limit of {settings.max_bytes:,} "
+                "(max_bytes)"
+            )
+        return path.read_bytes()
+    except OSError as error:
+        raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
+
+
+def render_master(data: bytes, info: Probe, width: int, height: int) -> pyvips.Image:
+    """The largest variant's pixels, upright and sRGB, in memory: decoded once."""
+    image = decode(data, info, width)
+    stored = (height, width) if info.transposed else (width, height)
+    image = fit(image, *stored)
+    image = to_srgb(image, info.icc)
+    image = image.copy_memory()  # the sequential read ends here; rotation needs random access
+    image = upright(image, info.orientation)
+    return image.copy_memory() if info.orientation > 1 else image
+
+
+def _settings_digest(settings: Settings, credits: metadata.Credits) -> str:
+    given = repr(sorted((k, v) for k, v in vars(credits).items() if v is not None))
+    return hashlib.sha256(f"{settings.output_digest()}|{given}".encode()).hexdigest()[:16]
+
+
+def _encode_all(
+    name: str, data: bytes, info: Probe, credits: metadata.Credits,
+    exif_source: metadata.ExifDict | None, settings: Settings, layout: Layout,
+) -> list[_Output]:
+    exif = metadata.build_exif(
+        credits, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
+    )
+    widths = plan_widths(info.displayed_width, settings.widths)
+    full_w, full_h = info.displayed_width, info.displayed_height
+    master = render_master(data, info, widths[-1], height_for(widths[-1], full_w, full_h))
+    slug = slug_for(name)
+    outputs: list[_Output] = []
+    for width in widths:
+        image = fit(master, width, height_for(width, full_w, full_h))
+        if image is not master and len(settings.formats) > 1:
+            image = image.copy_memory()  # resample once, encode several times
+        for fmt in settings.formats:
+            encoded = _encode_one(image, fmt, settings, credits, exif)
+            digest = content_hash(encoded)
+            path = layout.path_for(file_name(slug, digest, EXTENSIONS[fmt], settings.hash_length),
+                                   digest)
+            variant = Variant(format=fmt, width=image.width, height=image.height,
+                              bytes=len(encoded), path=str(path))
+            outputs.append(_Output(variant, encoded))
+    return outputs
+
+
+def _encode_one(
+    image: pyvips.Image, fmt: Format, settings: Settings, credits: metadata.Credits,
+    exif: bytes | None,
+) -> bytes:
+    if fmt == "avif":
+        tagged = metadata.with_avif_exif(image, credits)
+        has_fields = any(f.startswith("exif-ifd0-") for f in tagged.get_fields())
+        return encode(tagged, fmt, settings, keep="exif" if has_fields else "none")
+    encoded = encode(image, fmt, settings)
+    return metadata.attach_exif(encoded, fmt, exif) if exif else encoded
+
+
+def _publish(outputs: list[_Output], store: Store) -> list[PurePosixPath]:
+    """Write every file or none: files this run created are removed if any write fails.
+    Returns the files this run created (the others were already there)."""
+    created: list[PurePosixPath] = []
+    try:
+        for output in outputs:
+            path = PurePosixPath(output.variant.path)
+            if store.write(path, output.data):
+                created.append(path)
+    except BaseException:
+        for path in created:
+            store.delete(path)
+        raise
+    return created
+
+
+def optimize_bytes(
+    data: bytes, *, key: str, name: str, settings: Settings, stores: Stores,
+    credits: metadata.Credits | None = None,
+) -> Outcome:
+    """Turn one source's bytes into its variants and manifest. ``name`` is the source's file
+    name (for the slug and messages); ``credits`` override what the source's EXIF says."""
+    given = credits or metadata.Credits()
+    source_sha = content_hash(data)
+    digest = _settings_digest(settings, given)
+    previous = stores.manifests.get(key)
+    if (
+        previous is not None
+        and previous.source_sha256 == source_sha
+        and previous.settings_digest == digest
+        and all(stores.origin.exists(v.path) for v in previous.variants)
+    ):
+        return Outcome(previous, reused=True)
+
+    info = probe(data, name, settings)
+    exif_source = metadata.read_exif(data) if info.format == "jpeg" else None
+    final = given.merged_over(metadata.credits_from_exif(exif_source))
+    try:
+        outputs = _encode_all(name, data, info, final, exif_source, settings, stores.layout)
+    except pyvips.Error as error:
+        raise CorruptImage(name, vips_reason(error)) from None
+    created = _publish(outputs, stores.origin)
+    manifest = Manifest(
+        key=key, source_sha256=source_sha, width=info.displayed_width,
+        height=info.displayed_height, description=final.description,
+        copyright=final.copyright, artist=final.artist, settings_digest=digest,
+        variants=[o.variant for o in outputs],
+    )
+    try:
+        stores.manifests.put(manifest)
+    except ImgwarmError:
+        for path in created:
+            stores.origin.delete(path)
+        raise
+    return Outcome(manifest, reused=False)
+
+
+def optimize_file(
+    path: Path, *, settings: Settings, stores: Stores, credits: metadata.Credits | None = None,
+    key: str | None = None,
+) -> Outcome:
+    data = read_source(path, settings)
+    return optimize_bytes(
+        data, key=key or local_key(path), name=str(path), settings=settings, stores=stores,
+        credits=credits,
+    )

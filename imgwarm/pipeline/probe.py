@@ -1,0 +1,106 @@
+"""Probe: what the bytes really are, and their header facts, before any pixel is decoded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Literal
+
+import pyvips
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
+from imgwarm.pipeline.vipsutil import vips_reason
+
+SourceFormat = Literal["jpeg", "png"]
+
+# libvips picks a loader by sniffing the bytes; its name says what the bytes are.
+_LOADER_FORMAT: dict[str, str] = {
+    "jpegload": "jpeg", "uhdrload": "jpeg", "pngload": "png", "webpload": "WebP",
+    "gifload": "GIF", "heifload": "HEIF/AVIF", "tiffload": "TIFF", "svgload": "SVG",
+    "pdfload": "PDF", "jxlload": "JPEG XL", "jp2kload": "JPEG 2000", "magickload": "BMP/ICO/other",
+    "radload": "Radiance HDR", "ppmload": "PPM", "fitsload": "FITS", "vipsload": "VIPS",
+    "matrixload": "matrix text", "csvload": "CSV", "openexrload": "OpenEXR",
+}
+_PNG_NAMES = {"", ".png"}
+_JPEG_SOI = b"\xff\xd8"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Header facts of a source. Width and height are as stored, before orientation."""
+
+    format: SourceFormat
+    width: int
+    height: int
+    orientation: int  # 1..8; out-of-range values are read as 1
+    icc: bytes | None
+
+    @property
+    def transposed(self) -> bool:
+        return self.orientation >= 5
+
+    @property
+    def displayed_width(self) -> int:
+        return self.height if self.transposed else self.width
+
+    @property
+    def displayed_height(self) -> int:
+        return self.width if self.transposed else self.height
+
+
+def _loader_format(image: pyvips.Image) -> str:
+    loader = str(image.get("vips-loader"))
+    base = loader.removesuffix("_buffer").removesuffix("_source")
+    return _LOADER_FORMAT.get(base, loader)
+
+
+def _check_format(kind: str, name: str, settings: Settings) -> SourceFormat:
+    if kind == "jpeg":
+        return "jpeg"
+    suffix = PurePath(name).suffix.lower()
+    if kind == "png" and settings.accept_png and suffix in _PNG_NAMES:
+        return "png"
+    accepted = "JPEG or PNG" if settings.accept_png else "JPEG"
+    if kind == "png" and settings.accept_png:
+        raise UnsupportedFormat(
+            name, f"the content is a PNG image but the name says {suffix}: refusing a mislabelled "
+            "file (rename it .png to convert it as PNG)"
+        )
+    raise UnsupportedFormat(name, f"the content is a {kind.upper() if kind == 'png' else kind} "
+                            f"image, not {accepted}")
+
+
+def probe(data: bytes, name: str, settings: Settings) -> Probe:
+    """Identify the format from the bytes and check the limits on the header alone."""
+    if not data:
+        raise UnsupportedFormat(name, "empty file (0 bytes), not an image")
+    if len(data) > settings.max_bytes:
+        raise LimitExceeded(
+            name, f"file is {len(data):,} bytes, over the limit of {settings.max_bytes:,} "
+            "(max_bytes)"
+        )
+    try:
+        header = pyvips.Image.new_from_buffer(data, "", access="sequential")
+    except pyvips.Error as error:
+        if data.startswith(_JPEG_SOI):
+            raise CorruptImage(name, f"corrupt JPEG header: {vips_reason(error, explain=False)}") from None
+        raise UnsupportedFormat(
+            name, f"not a recognised image format (starts with {data[:8].hex(' ')})"
+        ) from None
+    source_format = _check_format(_loader_format(header), name, settings)
+    width, height = header.width, header.height
+    if width * height > settings.max_pixels:
+        raise LimitExceeded(
+            name, f"{width}x{height} is {width * height / 1e6:,.1f} megapixels, over the limit "
+            f"of {settings.max_pixels / 1e6:g} megapixels (max_pixels); refused before decoding"
+        )
+    orientation = header.get("orientation") if header.get_typeof("orientation") else 1
+    icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
+    return Probe(
+        format=source_format,
+        width=width,
+        height=height,
+        orientation=orientation if 1 <= orientation <= 8 else 1,
+        icc=bytes(icc) if icc else None,
+    )

@@ -1,0 +1,12 @@
+"""Resize: scale an image to an exact size with a good downsampling filter."""
+
+from __future__ import annotations
+
+import pyvips
+
+
+def fit(image: pyvips.Image, width: int, height: int) -> pyvips.Image:
+    """Scale to exactly width x height (never called to upscale); no-op when already there."""
+    if (image.width, image.height) == (width, height):
+        return image
+    return image.resize(width / image.width, vscale=height / image.height, kernel="lanczos3")
