@@ -1,0 +1,155 @@
+"""The command line: exit codes, --json, show, config, samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import piexif
+
+from tests.conftest import Cli, all_files
+from tests.images import Credits, bomb_jpeg, jpeg_with_exif, photo
+
+UKRAINIAN = "Червоний велосипед на київській вулиці"
+
+
+def make_batch(folder: Path) -> None:
+    (folder / "nested").mkdir(parents=True)
+    (folder / "good.jpg").write_bytes(jpeg_with_exif(photo(1000, 700),
+                                                     credits=Credits(copyright="© A")))
+    (folder / "nested" / "also good.JPG").write_bytes(bytes(photo(500, 400).jpegsave_buffer()))
+    (folder / "nested" / "bomb.jpg").write_bytes(bomb_jpeg())
+    (folder / "empty.jpg").write_bytes(b"")
+    (folder / "notes.txt").write_text("not an image, and not picked up from a folder")
+
+
+def test_batch_json_and_exit_code(run_cli: Cli, tmp_path: Path) -> None:
+    make_batch(tmp_path / "in")
+    result = run_cli("optimize", "--json", "--description", UKRAINIAN, tmp_path / "in")
+    assert result.exit_code == 1, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    by_name = {Path(o["source"]).name: o for o in lines}
+    assert set(by_name) == {"good.jpg", "also good.JPG", "bomb.jpg", "empty.jpg"}
+    good = by_name["good.jpg"]
+    assert list(good) == ["source", "ok", "width", "height", "description", "copyright",
+                          "variants"]
+    assert good["ok"] and (good["width"], good["height"]) == (1000, 700)
+    assert good["description"] == UKRAINIAN and good["copyright"] == "© A"
+    assert [(v["format"], v["width"]) for v in good["variants"]] == [
+        ("webp", 320), ("jpeg", 320), ("webp", 640), ("jpeg", 640), ("webp", 1000),
+        ("jpeg", 1000)]
+    for variant in good["variants"]:
+        assert set(variant) == {"format", "width", "height", "bytes", "path"}
+        path = Path("var/origin") / variant["path"]
+        assert path.stat().st_size == variant["bytes"]
+        exif = piexif.load(str(path))
+        assert exif["0th"][piexif.ImageIFD.ImageDescription].decode() == UKRAINIAN
+    assert by_name["bomb.jpg"] == {"source": str(tmp_path / "in/nested/bomb.jpg"), "ok": False,
+                                   "error": by_name["bomb.jpg"]["error"]}
+    assert "max_pixels" in by_name["bomb.jpg"]["error"]
+    assert by_name["empty.jpg"]["error"].endswith("empty.jpg: empty file (0 bytes), not an image")
+
+
+def test_human_output_names_the_failed_file(run_cli: Cli, tmp_path: Path) -> None:
+    make_batch(tmp_path / "in")
+    result = run_cli("optimize", tmp_path / "in")
+    assert result.exit_code == 1
+    failed = [line for line in result.stderr.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 2
+    assert any("bomb.jpg: 60000x60000" in line for line in failed)
+    assert "2 failed" in result.stderr
+    assert result.stdout.count("done") == 2
+
+
+def test_all_good_exits_0_and_rerun_is_unchanged(run_cli: Cli, tmp_path: Path) -> None:
+    source = tmp_path / "one.jpg"
+    source.write_bytes(bytes(photo(800, 600).jpegsave_buffer()))
+    first = run_cli("optimize", source)
+    assert first.exit_code == 0, first.output
+    files = all_files(Path("var"))
+    again = run_cli("optimize", source)
+    assert again.exit_code == 0 and again.stdout.startswith("unchanged")
+    assert all_files(Path("var")) == files
+
+
+def test_usage_errors_exit_2(run_cli: Cli, tmp_path: Path) -> None:
+    assert run_cli("optimize").exit_code == 2
+    result = run_cli("optimize", "--webp-quality", "150", tmp_path)
+    assert result.exit_code == 2
+    assert "webp_quality (IMGWARM_WEBP_QUALITY) = 150" in result.stderr
+    assert "allowed: 1..100" in result.stderr
+    result = run_cli("optimize", tmp_path, env={"IMGWARM_WIDTHS": "320,0"})
+    assert result.exit_code == 2 and "width 0 is outside 1..16383" in result.stderr
+    result = run_cli("optimize", tmp_path, env={"IMGWARM_FORMATS": "gif"})
+    assert result.exit_code == 2 and "IMGWARM_FORMATS" in result.stderr
+    assert run_cli("frobnicate").exit_code == 2
+
+
+def test_missing_source_fails_with_its_name(run_cli: Cli, tmp_path: Path) -> None:
+    result = run_cli("optimize", tmp_path / "nope.jpg")
+    assert result.exit_code == 1
+    assert "nope.jpg: no such file or folder" in result.stderr
+
+
+def test_show_prints_the_manifest(run_cli: Cli, tmp_path: Path) -> None:
+    source = tmp_path / "s.jpg"
+    source.write_bytes(jpeg_with_exif(photo(700, 500), credits=Credits(description="Dog")))
+    assert run_cli("optimize", source).exit_code == 0
+    shown = run_cli("show", source)
+    assert shown.exit_code == 0
+    manifest = json.loads(shown.stdout)
+    assert manifest["key"] == str(source.resolve())
+    assert manifest["description"] == "Dog"
+    assert len(manifest["source_sha256"]) == 64
+    assert (manifest["width"], manifest["height"]) == (700, 500)
+    assert all((Path("var/origin") / v["path"]).is_file() for v in manifest["variants"])
+    missing = run_cli("show", tmp_path / "never.jpg")
+    assert missing.exit_code == 1 and "no manifest" in missing.stderr
+
+
+def test_config_shows_effective_settings(run_cli: Cli, tmp_path: Path) -> None:
+    Path("imgwarm.toml").write_text('widths = [100, 200]\njpeg_quality = 70\n')
+    result = run_cli("config", "--json", env={"IMGWARM_JPEG_QUALITY": "75",
+                                              "IMGWARM_ORIGIN_ROOT": "/srv/img",
+                                              "IMGWARM_MAX_PIXELS": "5000000",
+                                              "IMGWARM_MAX_BYTES": "1000000",
+                                              "IMGWARM_WEBP_QUALITY": "70",
+                                              "IMGWARM_FORMATS": "webp,avif,jpeg"})
+    assert result.exit_code == 0, result.output
+    values = json.loads(result.stdout)
+    assert values["widths"] == [100, 200]  # file
+    assert values["jpeg_quality"] == 75  # environment beats file
+    assert values["origin_root"] == "/srv/img"
+    assert (values["max_pixels"], values["max_bytes"], values["webp_quality"]) == (
+        5_000_000, 1_000_000, 70)
+    assert values["formats"] == ["avif", "webp", "jpeg"]
+    toml = run_cli("config")
+    assert "# IMGWARM_WEBP_QUALITY: WebP quality." in toml.stdout
+    assert "widths = [100, 200]" in toml.stdout
+
+
+def test_samples_then_optimize(run_cli: Cli, tmp_path: Path) -> None:
+    assert run_cli("samples", tmp_path / "samples").exit_code == 0
+    result = run_cli("optimize", "--json", tmp_path / "samples")
+    assert result.exit_code == 0, result.output
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(objects) >= 5 and all(o["ok"] for o in objects)
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    """The installed entry point, as a user runs it (a real process, no TTY)."""
+    source = tmp_path / "p.jpg"
+    source.write_bytes(bytes(photo(400, 300).jpegsave_buffer()))
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    done = subprocess.run([str(exe), "optimize", "--json", str(source)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ok"] is True
+    assert done.stderr == ""
+    help_text = subprocess.run([str(exe), "optimize", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    assert "Exit status: 0 when every source succeeded" in help_text

@@ -1,0 +1,96 @@
+"""Layout: sharded folders within the entry limit; keys that cannot escape their root."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import pytest
+
+from imgwarm.exceptions import LayoutError
+from imgwarm.pipeline.layout import Layout, join_under, safe_relative
+from imgwarm.pipeline.naming import file_name
+from imgwarm.pipeline.storage import LocalStore
+
+
+def _entries_per_folder(paths: list[PurePosixPath]) -> Counter[PurePosixPath]:
+    """How many entries (files or sub-folders) every folder of a tree would hold."""
+    children: dict[PurePosixPath, set[str]] = {}
+    for path in paths:
+        for parent, child in zip(path.parents, [path, *path.parents], strict=False):
+            children.setdefault(parent, set()).add(child.name)
+    return Counter({folder: len(names) for folder, names in children.items()})
+
+
+def test_100k_names_keep_every_folder_within_255() -> None:
+    layout = Layout()
+    paths = []
+    for i in range(100_000):
+        digest = hashlib.sha256(f"synthetic-{i}".encode()).hexdigest()
+        paths.append(layout.path_for(file_name("photo", digest, "webp", 16), digest))
+    assert len(set(paths)) == 100_000
+    counts = _entries_per_folder(paths)
+    assert max(counts.values()) <= 255
+    assert counts[PurePosixPath(".")] == 128  # 7 bits a level: the largest power of 2 <= 255
+
+
+def test_default_layout_holds_16_million_files() -> None:
+    """16M uniformly random hashes (what SHA-256 gives): the fullest leaf stays far below 255."""
+    layout = Layout()
+    rng = np.random.default_rng(2026)
+    leaves = rng.integers(0, layout.leaves, size=16_000_000, dtype=np.int64)
+    fullest = int(np.bincount(leaves, minlength=layout.leaves).max())
+    assert fullest < 64, fullest
+    assert 2**layout.bits <= 255
+
+
+@pytest.mark.parametrize(("limit", "levels"), [(16, 2), (255, 3), (1000, 2), (65536, 4)])
+def test_every_level_within_limit(limit: int, levels: int) -> None:
+    layout = Layout(limit, levels)
+    digest = "f" * 64
+    folder = layout.folder_for(digest)
+    assert len(folder.parts) == levels
+    assert all(int(part, 16) < 2**layout.bits <= limit for part in folder.parts)
+
+
+def test_folder_is_derived_from_the_name_hash() -> None:
+    layout = Layout()
+    digest = "ffffff" + "0" * 58
+    assert str(layout.folder_for(digest)) == "7f/7f/7f"
+    assert str(layout.folder_for("0" * 64)) == "00/00/00"
+
+
+def test_store_refuses_to_overfill_a_folder(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, max_entries=16, fsync=False)
+    for i in range(16):
+        store.write(f"leaf/f{i}", b"x")
+    with pytest.raises(LayoutError, match="already holds 16 entries"):
+        store.write("leaf/one-more", b"x")
+    assert len(os.listdir(tmp_path / "leaf")) == 16
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../etc/passwd", "a/../../b", "/abs/path", "", "a//b", "a/./b", "a\\..\\b", "a\x00b",
+     "a\nb", "./a", "a/.."],
+)
+def test_odd_keys_are_refused(key: str, tmp_path: Path) -> None:
+    with pytest.raises(LayoutError):
+        safe_relative(key)
+    store = LocalStore(tmp_path / "root", fsync=False)
+    with pytest.raises(LayoutError):
+        store.write(key, b"x")
+    assert not (tmp_path / "etc").exists()
+
+
+def test_symlink_out_of_root_is_refused(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    with pytest.raises(LayoutError, match="outside"):
+        join_under(root, "link/file.webp")
+    assert join_under(root, "a/b.webp") == root / "a" / "b.webp"

@@ -1,0 +1,127 @@
+"""The whole pipeline on synthetic photos: sizes, names, manifest, idempotence, no partials."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+import imgwarm
+from imgwarm.config import Settings
+from imgwarm.exceptions import ImgwarmError, StorageError
+from imgwarm.pipeline.optimize import Stores, local_key, optimize_file
+from imgwarm.pipeline.storage import LocalStore
+from tests.conftest import all_files
+from tests.images import Credits, jpeg_with_exif, mean_abs_diff, photo
+from tests.pipeline.helpers import run
+
+NAME = re.compile(r"(?:([a-z0-9-]+)\.)?([0-9a-f]{16,64})\.(webp|jpg|avif)")
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in all_files(root)}
+
+
+def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
+    upright = photo(2400, 1600, seed=1)
+    manifest = run(jpeg_with_exif(upright, credits=Credits(description="Bike")),
+                   "My Bike.jpg", settings)
+    assert (manifest.width, manifest.height) == (2400, 1600)
+    assert manifest.description == "Bike"
+    expected = [(w, round(1600 * w / 2400)) for w in (320, 640, 1280, 1920)]
+    for fmt, ext in (("webp", "webp"), ("jpeg", "jpg")):
+        variants = [v for v in manifest.variants if v.format == fmt]
+        assert [(v.width, v.height) for v in variants] == expected
+        for variant in variants:
+            path = settings.origin_root / variant.path
+            data = path.read_bytes()
+            assert variant.bytes == len(data)
+            match = NAME.fullmatch(path.name)
+            assert match and match.group(1) == "my-bike" and match.group(3) == ext
+            assert hashlib.sha256(data).hexdigest().startswith(match.group(2))
+            image = imgwarm_decode(path)
+            assert (image.width, image.height) == (variant.width, variant.height)
+            assert mean_abs_diff(image, upright) < 3.0
+    jpeg = imgwarm_decode(settings.origin_root / manifest.variants[-1].path)
+    assert jpeg.get("interlaced") == 1  # progressive
+
+
+def imgwarm_decode(path: Path):  # type: ignore[no-untyped-def]
+    import pyvips
+
+    return pyvips.Image.new_from_file(str(path))
+
+
+def test_rerun_writes_nothing(settings: Settings) -> None:
+    data = jpeg_with_exif(photo(1300, 900), credits=Credits(copyright="me"))
+    first = run(data, "again.jpg", settings)
+    before = snapshot(settings.origin_root) | snapshot(settings.manifest_root)
+    second = run(data, "again.jpg", settings)
+    assert second == first
+    assert snapshot(settings.origin_root) | snapshot(settings.manifest_root) == before
+    # Same input and settings, fresh store: the very same names (deterministic output).
+    other = Settings(**{**settings.model_dump(), "origin_root": settings.origin_root.parent / "o2",
+                        "manifest_root": settings.origin_root.parent / "m2"})
+    assert [v.path for v in run(data, "again.jpg", other).variants] == [
+        v.path for v in first.variants]
+
+
+def test_changed_source_is_redone(settings: Settings) -> None:
+    first = run(bytes(photo(800, 600, seed=1).jpegsave_buffer()), "same-name.jpg", settings)
+    second = run(bytes(photo(800, 600, seed=2).jpegsave_buffer()), "same-name.jpg", settings)
+    assert first.source_sha256 != second.source_sha256
+    assert {v.path for v in first.variants}.isdisjoint(v.path for v in second.variants)
+    stored = Stores.local(settings).manifests.get(local_key(Path("sources/same-name.jpg")))
+    assert stored == second
+
+
+class FailingStore(LocalStore):
+    """The real store, with a disk that fills up after ``allowed`` files."""
+
+    def __init__(self, root: Path, allowed: int) -> None:
+        super().__init__(root)
+        self.allowed = allowed
+
+    def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
+        if self.allowed == 0:
+            raise StorageError(f"cannot write {key}: No space left on device")
+        self.allowed -= 1
+        return super().write(key, data, replace=replace)
+
+
+@pytest.mark.parametrize("allowed", [0, 3, 7])
+def test_failure_midway_leaves_no_file(settings: Settings, tmp_path: Path, allowed: int) -> None:
+    source = tmp_path / "full.jpg"
+    source.write_bytes(bytes(photo(2000, 1500).jpegsave_buffer()))
+    local = Stores.local(settings)
+    stores = Stores(FailingStore(settings.origin_root, allowed), local.manifests, local.layout)
+    with pytest.raises(ImgwarmError, match="No space left"):
+        optimize_file(source, settings=settings, stores=stores)
+    assert all_files(settings.origin_root) == []
+    assert all_files(settings.manifest_root) == []
+
+
+def test_python_api(settings: Settings, tmp_path: Path) -> None:
+    source = tmp_path / "upload.jpg"
+    source.write_bytes(bytes(photo(900, 600).jpegsave_buffer()))
+    manifest = imgwarm.optimize(source, settings=settings, description="Uploaded",
+                                widths=[300, 600], formats=["webp"])
+    assert [(v.format, v.width) for v in manifest.variants] == [("webp", 300), ("webp", 600)]
+    assert manifest.description == "Uploaded"
+    assert manifest.key == str(source.resolve())
+    assert (settings.origin_root / manifest.variants[0].path).is_file()
+    with pytest.raises(imgwarm.SourceError, match="empty file"):
+        (tmp_path / "empty.jpg").write_bytes(b"")
+        imgwarm.optimize(tmp_path / "empty.jpg", settings=settings)
+
+
+def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:
+    manifest = run(bytes(photo(700, 500).jpegsave_buffer()), "perm.jpg", settings)
+    files = all_files(settings.origin_root)
+    assert len(files) == len(manifest.variants)
+    assert all(not p.name.startswith(".") for p in files)
+    assert all(os.stat(p).st_mode & 0o444 == 0o444 for p in files)
