@@ -75,7 +75,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 @click.option("--max-bytes", type=int, help="Refuse files larger than this (default 64 MiB).")
 @click.option("--workers", type=int, help="Sources at once (default: one per core).")
 @click.pass_context
-def optimize(ctx: click.Context, sources: tuple[str, ...], as_json: bool,
+def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
              description: str | None, copyright_: str | None, artist: str | None,
              **options: Any) -> None:
     """Make the web variants of each SOURCE (image files, or folders searched recursively).
@@ -84,7 +84,7 @@ def optimize(ctx: click.Context, sources: tuple[str, ...], as_json: bool,
     done), 2 for usage errors. A failed source leaves no file behind. Running again on the
     same sources with the same settings writes nothing new.
     """
-    from imgwarm.pipeline.batch import collect_sources, run_batch
+    from imgwarm.pipeline.batch import collect_sources
     from imgwarm.pipeline.metadata import Credits
 
     settings = _settings(ctx, **options)

@@ -16,7 +16,8 @@ from imgwarm.pipeline.optimize import Stores, optimize_file
 
 # What a folder is searched for. A file named on the command line is taken whatever its name.
 IMAGE_SUFFIXES = frozenset(
-    ".jpg .jpeg .jpe .jfif .png .webp .gif .tif .tiff .heic .heif .avif .bmp".split()
+    [".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".gif", ".tif", ".tiff", ".heic",
+     ".heif", ".avif", ".bmp"]
 )
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -94,6 +95,21 @@ def render_master(data: bytes, info: Probe, width: int, height: int) -> pyvips.I
     return image.copy_memory() if info.orientation > 1 else image
 
 
+_ERRORS_ALONE = threading.Lock()
+
+
+def _decode_failure(data: bytes, info: Probe, seen: str) -> str:
+    """Why the pixels cannot be read. libvips' error buffer is shared by all threads, so the
+    text of a failure seen in a busy batch may be another image's: read it again, alone."""
+    with _ERRORS_ALONE:
+        pyvips.Error("")  # reading the buffer clears it
+        try:
+            decode(data, info, info.displayed_width).avg()
+        except pyvips.Error as error:
+            return vips_reason(error)
+    return seen
+
+
 def _settings_digest(settings: Settings, credits: metadata.Credits) -> str:
     given = repr(sorted((k, v) for k, v in vars(credits).items() if v is not None))
     return hashlib.sha256(f"{settings.output_digest()}|{given}".encode()).hexdigest()[:16]
@@ -178,7 +194,7 @@ def optimize_bytes(
     try:
         outputs = _encode_all(name, data, info, final, exif_source, settings, stores.layout)
     except pyvips.Error as error:
-        raise CorruptImage(name, vips_reason(error)) from None
+        raise CorruptImage(name, _decode_failure(data, info, vips_reason(error))) from None
     created = _publish(outputs, stores.origin)
     manifest = Manifest(
         key=key, source_sha256=source_sha, width=info.displayed_width,

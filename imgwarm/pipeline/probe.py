@@ -84,7 +84,8 @@ def probe(data: bytes, name: str, settings: Settings) -> Probe:
         header = pyvips.Image.new_from_buffer(data, "", access="sequential")
     except pyvips.Error as error:
         if data.startswith(_JPEG_SOI):
-            raise CorruptImage(name, f"corrupt JPEG header: {vips_reason(error, explain=False)}") from None
+            reason = vips_reason(error, explain=False)
+            raise CorruptImage(name, f"corrupt JPEG header: {reason}") from None
         raise UnsupportedFormat(
             name, f"not a recognised image format (starts with {data[:8].hex(' ')})"
         ) from None

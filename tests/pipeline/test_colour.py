@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import pyvips
 import pytest
+import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.pipeline.colour import profile_is_srgb

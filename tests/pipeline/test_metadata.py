@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import piexif
-import pyvips
 import pytest
+import pyvips
 
 from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.metadata import Credits, clean_text

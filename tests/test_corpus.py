@@ -1,0 +1,235 @@
+"""The real corpus (../shared/corpus or IMGWARM_CORPUS), end to end through the CLI.
+
+Expectations come from the files themselves, through independent readers: Pillow and
+LittleCMS for pixels and colour, piexif for EXIF, SOURCES.md (when the folder has one) for
+which files are meant to be bad. So the same tests run on any corpus of the same kinds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import piexif
+import pytest
+import pyvips
+from PIL import Image
+
+from imgwarm.config import load_settings
+from imgwarm.exceptions import SourceError
+from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.variants import plan_widths
+from tests.conftest import all_files, corpus_dir
+from tests.images import mean_abs_diff, mean_delta_e, pillow_reference
+
+MAX_MEAN_DELTA_E = 2.5
+NAME = re.compile(r"(?:[a-z0-9-]+\.)?([0-9a-f]{16,64})\.(webp|jpg)")
+TEXT_TAGS = {"description": piexif.ImageIFD.ImageDescription,
+             "copyright": piexif.ImageIFD.Copyright, "artist": piexif.ImageIFD.Artist}
+
+
+def listed_as_bad(folder: Path) -> dict[str, bool]:
+    """File name -> "is it meant to be refused", from the table in SOURCES.md."""
+    notes = folder / "SOURCES.md"
+    if not notes.is_file():
+        return {}
+    verdicts = {}
+    for line in notes.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
+        if match:
+            # The first table (Files) says what each file tests; later tables reuse the names.
+            verdicts.setdefault(match.group(1), line.rstrip(" |").rsplit("|", 1)[-1].strip())
+    return {name: text.startswith("BAD") for name, text in verdicts.items()}
+
+
+def pillow_says_bad(path: Path) -> bool:
+    data = path.read_bytes()
+    is_png = data.startswith(b"\x89PNG")
+    if not (data.startswith(b"\xff\xd8") or is_png) or (is_png and path.suffix.lower() != ".png"):
+        return True
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.width * image.height > 100_000_000:
+                return True
+            image.load()
+    except Exception:
+        return True
+    return False
+
+
+@dataclass(frozen=True)
+class Case:
+    path: Path
+    bad: bool
+
+    def __str__(self) -> str:
+        return self.path.name
+
+
+def cases() -> list[Case]:
+    folder = corpus_dir()
+    if folder is None:
+        return []
+    listed = listed_as_bad(folder)
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "SOURCES.md")
+    # Meant to be refused when SOURCES.md says BAD or when Pillow cannot read it either.
+    return [Case(p, listed.get(p.name, False) or pillow_says_bad(p)) for p in files]
+
+
+CASES = cases()
+GOOD = [c for c in CASES if not c.bad]
+BAD = [c for c in CASES if c.bad]
+
+
+@dataclass
+class Run:
+    workdir: Path
+    exit_code: int
+    results: dict[str, dict[str, Any]]
+    stderr: str
+
+    @property
+    def origin(self) -> Path:
+        return self.workdir / "var" / "origin"
+
+
+def imgwarm(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    return subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True,
+                          env=env, check=False, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def corpus_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One real ``imgwarm optimize --json`` over the whole corpus folder."""
+    workdir = tmp_path_factory.mktemp("corpus")
+    done = imgwarm(workdir, "optimize", "--json", str(corpus))
+    results = {Path(o["source"]).name: o for o in map(json.loads, done.stdout.splitlines())}
+    return Run(workdir, done.returncode, results, done.stderr)
+
+
+def test_corpus_is_there(corpus: Path) -> None:
+    assert GOOD and BAD, "the corpus should hold both good and bad files"
+
+
+def test_exit_status_and_every_file_reported(corpus_run: Run) -> None:
+    assert set(corpus_run.results) >= {c.path.name for c in CASES if c.path.suffix.lower() in
+                                       {".jpg", ".jpeg", ".png"}}
+    assert corpus_run.exit_code == (1 if BAD else 0), corpus_run.stderr
+
+
+@pytest.mark.parametrize("case", BAD, ids=str)
+def test_bad_file_is_refused_and_leaves_nothing(case: Case, corpus_run: Run,
+                                                tmp_path: Path) -> None:
+    result = corpus_run.results[case.path.name]
+    assert result["ok"] is False
+    message = result["error"]
+    assert message.startswith(f"{case.path}: ") and "\n" not in message
+    assert len(message) < 400
+    # Alone, in-process: the same refusal, and not one file written.
+    settings = load_settings(origin_root=tmp_path / "o", manifest_root=tmp_path / "m")
+    with pytest.raises(SourceError) as refused:
+        optimize_file(case.path, settings=settings, stores=Stores.local(settings))
+    assert str(refused.value) == message
+    assert all_files(tmp_path) == []
+
+
+def expected_credits(path: Path) -> dict[str, str | None]:
+    try:
+        ifd0 = piexif.load(str(path))["0th"]
+    except Exception:
+        ifd0 = {}
+    out: dict[str, str | None] = {}
+    for name, tag in TEXT_TAGS.items():
+        raw = ifd0.get(tag)
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else None
+        text = text.replace("\x00", " ").strip() if text else None
+        out[name] = text or None
+    return out
+
+
+def displayed_size(path: Path) -> tuple[int, int]:
+    with Image.open(path) as image:
+        width, height = image.size
+        orientation = image.getexif().get(0x0112, 1)
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
+@pytest.mark.parametrize("case", GOOD, ids=str)
+def test_good_file_converts(case: Case, corpus_run: Run) -> None:
+    result = corpus_run.results[case.path.name]
+    assert result["ok"], result
+    width, height = displayed_size(case.path)
+    assert (result["width"], result["height"]) == (width, height)
+    credits = expected_credits(case.path)
+    assert result["description"] == credits["description"]
+    assert result["copyright"] == credits["copyright"]
+    planned = plan_widths(width, [320, 640, 1280, 1920])
+    assert sorted({v["width"] for v in result["variants"]}) == planned
+    assert {v["format"] for v in result["variants"]} == {"webp", "jpeg"}
+    reference = pillow_reference(case.path.read_bytes())
+    for variant in result["variants"]:
+        path = corpus_run.origin / variant["path"]
+        data = path.read_bytes()
+        match = NAME.fullmatch(path.name)
+        assert match, path.name
+        assert hashlib.sha256(data).hexdigest().startswith(match.group(1))
+        assert variant["bytes"] == len(data)
+        image = pyvips.Image.new_from_buffer(data, "")
+        assert (image.width, image.height) == (variant["width"], variant["height"])
+        assert variant["height"] == max(1, round(height * variant["width"] / width))
+        assert image.interpretation == "srgb"
+        exif = piexif.load(data) if image.get_typeof("exif-data") else {"0th": {}, "GPS": {}}
+        assert exif["0th"].get(piexif.ImageIFD.Orientation, 1) == 1
+        assert not exif.get("GPS")
+        for name, tag in TEXT_TAGS.items():
+            raw = exif["0th"].get(tag)
+            assert (raw.decode("utf-8") if raw else None) == credits[name], name
+        if variant["width"] == planned[-1]:
+            # Small enough that compression noise on tiny sources averages out.
+            compare = max(1, min(64, variant["width"] // 4))
+            error = mean_delta_e(image, reference, compare)
+            assert error < MAX_MEAN_DELTA_E, f"{variant['format']}: mean dE00 {error:.2f}"
+
+
+def test_orientations_all_look_like_landscape_1(corpus: Path, corpus_run: Run) -> None:
+    present = sorted(c.path.name for c in GOOD if re.fullmatch(r"Landscape_\d\.jpg", c.path.name))
+    if len(present) < 2:
+        pytest.skip("no Landscape_N set in this corpus")
+    pictures = {}
+    for name in present:
+        variants = corpus_run.results[name]["variants"]
+        best = max((v for v in variants if v["format"] == "webp"), key=lambda v: v["width"])
+        pictures[name] = pyvips.Image.new_from_file(str(corpus_run.origin / best["path"]))
+    upright = pictures[present[0]]
+    for name, picture in pictures.items():
+        assert (picture.width, picture.height) == (upright.width, upright.height), name
+        assert mean_abs_diff(picture, upright, 128) < 2.0, name
+        assert mean_abs_diff(picture.fliphor(), upright, 128) > 10.0
+
+
+def test_no_folder_over_255_entries_and_no_temp(corpus_run: Run) -> None:
+    for folder in [corpus_run.workdir / "var", *(corpus_run.workdir / "var").rglob("*")]:
+        if folder.is_dir():
+            assert len(os.listdir(folder)) <= 255, folder
+    assert not [p for p in corpus_run.origin.rglob(".*")]
+    made = {v["path"] for r in corpus_run.results.values() if r["ok"] for v in r["variants"]}
+    on_disk = {str(p.relative_to(corpus_run.origin)) for p in all_files(corpus_run.origin)}
+    assert on_disk == made  # nothing from the refused files, nothing partial
+
+
+def test_rerun_is_a_no_op(corpus: Path, corpus_run: Run) -> None:
+    before = {p: p.stat().st_mtime_ns for p in all_files(corpus_run.workdir / "var")}
+    again = imgwarm(corpus_run.workdir, "optimize", str(corpus))
+    assert again.returncode == corpus_run.exit_code
+    assert again.stdout.count("unchanged") == len(GOOD)
+    assert {p: p.stat().st_mtime_ns for p in all_files(corpus_run.workdir / "var")} == before
