@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install imgwarm (in .venv) and optimize a folder of photos on the embedded default:
+# variants in ./var/origin, manifests in ./var/manifest; no Redis, no S3.
+#   ./quickstart.sh             sample photos that imgwarm synthesizes itself
+#   ./quickstart.sh ~/Pictures  your own photos (the folder is searched recursively)
+set -euo pipefail
+source_dir=${1:-}
+if [ -n "$source_dir" ]; then
+    source_dir=$(cd "$source_dir" && pwd)
+fi
+cd "$(dirname "$0")"
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+if [ -z "$source_dir" ]; then
+    source_dir=var/samples
+    echo "No folder given: making sample photos in $source_dir"
+    .venv/bin/imgwarm samples "$source_dir" >/dev/null
+fi
+status=0
+.venv/bin/imgwarm optimize "$source_dir" || status=$?
+echo
+echo "Variants are in $(pwd)/var/origin (the path under it is the URL path)."
+echo "See one manifest:  .venv/bin/imgwarm show <source file>      All options: .venv/bin/imgwarm --help"
+exit $status
