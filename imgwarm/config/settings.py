@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -116,6 +116,18 @@ class Settings(BaseSettings):
             raise ValueError("at least one format is needed")
         return [f for f in FORMAT_ORDER if f in value]
 
+    @model_validator(mode="after")
+    def _shards_fit_the_hash(self) -> Settings:
+        # Shard folders come from the hash in the file name, so anyone can check them.
+        bits = (self.max_dir_entries.bit_length() - 1) * self.shard_levels
+        if bits > 4 * self.hash_length:
+            raise ValueError(
+                f"shard_levels={self.shard_levels} with max_dir_entries={self.max_dir_entries} "
+                f"needs {bits} bits of hash; hash_length={self.hash_length} gives "
+                f"{4 * self.hash_length}: raise hash_length or lower shard_levels"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -160,13 +172,16 @@ def _allowed(info: FieldInfo) -> str:
 def _describe(error: ValidationError, cls: type[Settings]) -> str:
     lines = []
     for item in error.errors():
-        name = str(item["loc"][0]) if item["loc"] else "?"
+        detail = str(item["msg"]).removeprefix("Value error, ")
+        if not item["loc"]:  # a rule about several settings together
+            lines.append(detail)
+            continue
+        name = str(item["loc"][0])
         info = cls.model_fields.get(name)
         if info is None:
             lines.append(f"unknown setting {name!r}")
             continue
         got = item.get("input")
-        detail = str(item["msg"]).removeprefix("Value error, ")
         lines.append(
             f"setting {name} ({ENV_PREFIX}{name.upper()}) = {got!r}: {detail}; {_allowed(info)}"
         )

@@ -1,0 +1,60 @@
+"""Settings: defaults, file, environment, overrides; errors that name the setting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgwarm.config import Settings, load_settings
+from imgwarm.exceptions import SettingsError
+
+
+def test_defaults(settings: Settings) -> None:
+    plain = load_settings()
+    assert plain.widths == [320, 640, 1280, 1920]
+    assert plain.formats == ["webp", "jpeg"]
+    assert (plain.webp_quality, plain.webp_effort, plain.jpeg_quality) == (80, 4, 82)
+    assert (plain.max_pixels, plain.max_bytes) == (100_000_000, 64 * 1024 * 1024)
+    assert plain.origin_root == Path("var/origin")
+
+
+def test_precedence(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "custom.toml"
+    config.write_text('webp_quality = 60\njpeg_quality = 60\nwidths = "100,200"\n')
+    monkeypatch.setenv("IMGWARM_JPEG_QUALITY", "70")
+    loaded = load_settings(config, avif_quality=None, webp_effort=6)
+    assert loaded.webp_quality == 60  # file
+    assert loaded.jpeg_quality == 70  # environment over file
+    assert loaded.webp_effort == 6  # override over everything
+    assert loaded.widths == [100, 200]
+    monkeypatch.setenv("IMGWARM_CONFIG", str(config))
+    assert load_settings().webp_quality == 60
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"webp_quality": 0}, r"setting webp_quality \(IMGWARM_WEBP_QUALITY\) = 0: .*1\.\.100"),
+        ({"jpeg_quality": 101}, r"jpeg_quality .*allowed: 1\.\.100"),
+        ({"widths": "320,abc"}, r"widths"),
+        ({"widths": ""}, r"at least one width"),
+        ({"formats": "webp,gif"}, r"IMGWARM_FORMATS"),
+        ({"max_pixels": 0}, r"max_pixels .*allowed: 1 or more"),
+        ({"max_dir_entries": 65536, "shard_levels": 8}, r"raise hash_length"),
+        ({"bogus": 1}, r"unknown setting 'bogus'"),
+    ],
+)
+def test_errors_name_the_setting(settings: Settings, overrides: dict[str, object],
+                                 message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(**overrides)
+
+
+def test_bad_config_file(settings: Settings, tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("webp_quality = = 3\n")
+    with pytest.raises(SettingsError, match=r"broken\.toml"):
+        load_settings(broken)
