@@ -191,6 +191,7 @@ def test_good_file_converts(case: Case, corpus_run: Run) -> None:
         exif = piexif.load(data) if image.get_typeof("exif-data") else {"0th": {}, "GPS": {}}
         assert exif["0th"].get(piexif.ImageIFD.Orientation, 1) == 1
         assert not exif.get("GPS")
+        assert piexif.ExifIFD.MakerNote not in exif.get("Exif", {})
         for name, tag in TEXT_TAGS.items():
             raw = exif["0th"].get(tag)
             assert (raw.decode("utf-8") if raw else None) == credits[name], name
