@@ -153,3 +153,34 @@ def test_console_script_runs(tmp_path: Path) -> None:
     help_text = subprocess.run([str(exe), "optimize", "--help"], capture_output=True,
                                text=True, check=True).stdout
     assert "Exit status: 0 when every source succeeded" in help_text
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a TTY (a real pseudo-terminal here) many sources get a progress bar."""
+    import pty
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(4):
+        (folder / f"p{i}.jpg").write_bytes(bytes(photo(300, 200, seed=i).jpegsave_buffer()))
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    env |= {"TERM": "xterm", "COLUMNS": "100"}
+    main, child = pty.openpty()
+    done = subprocess.run([str(exe), "optimize", str(folder)], cwd=tmp_path, stdin=child,
+                          stdout=child, stderr=child, env=env, check=False, timeout=120)
+    os.close(child)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(main)
+    text = output.decode("utf-8", "replace")
+    assert done.returncode == 0, text
+    assert "optimizing" in text and "4/4" in text
+    assert text.count("done") >= 4
