@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import math
@@ -67,6 +68,7 @@ MAX_COORD = 10_000_000  # thumbnail's height bound: the width alone decides the 
 SAMPLE_INTERVAL = 0.010  # seconds between RSS samples
 PSS_EVERY = 10  # PSS (smaps_rollup walks page tables: ms per call) on every 10th sample
 MB = 1024 * 1024
+CPUS = os.cpu_count() or 1
 
 CONTENDERS: dict[str, str] = {
     "a": "imgwarm optimize",
@@ -93,7 +95,9 @@ def height_for(width: int, source_width: int, source_height: int) -> int:
 # --- (b) the floor: plain pyvips, run as `optimize.py --worker floor` ---------------------------
 
 
-def _floor_one(src: Path, out: Path) -> tuple[int, int]:
+def _floor_one(src: Path, out: Path, copy_memory: bool = False) -> tuple[int, int]:
+    """As specified, each resized variant is computed lazily by each of its two encoders
+    (so twice); ``copy_memory`` resamples once into memory, as imgwarm does."""
     import pyvips
 
     header = pyvips.Image.new_from_file(str(src))  # the header only: plan the widths
@@ -110,6 +114,8 @@ def _floor_one(src: Path, out: Path) -> tuple[int, int]:
         image = master if master.width == width else master.resize(
             width / master.width, vscale=height / master.height, kernel="lanczos3"
         )
+        if copy_memory and image is not master:
+            image = image.copy_memory()
         webp = image.webpsave_buffer(Q=WEBP_QUALITY, effort=WEBP_EFFORT, keep="none")
         jpeg = image.jpegsave_buffer(
             Q=JPEG_QUALITY, interlace=True, optimize_coding=True, keep="none"
@@ -174,10 +180,14 @@ def _guarded(
     return str(src), None
 
 
-def worker_main(kind: str, out: Path, sources: list[Path], workers: int, pool: str) -> int:
+def worker_main(kind: str, out: Path, sources: list[Path], workers: int, pool: str,
+                floor_copy_memory: bool) -> int:
     """One contender's batch, in this process (and its pool): exit 1 if any source failed."""
     out.mkdir(parents=True, exist_ok=True)
-    work = _floor_one if kind == "floor" else _pillow_one
+    work: Callable[[Path, Path], tuple[int, int]] = (
+        functools.partial(_floor_one, copy_memory=floor_copy_memory) if kind == "floor"
+        else _pillow_one
+    )
     executor: Executor
     if kind == "floor":
         _floor_setup(workers)
@@ -276,12 +286,24 @@ class TreeSampler(threading.Thread):
         self.join()
 
 
+def machine_busy_s() -> float:
+    """CPU seconds that all CPUs have spent busy since boot (/proc/stat; 0 if unavailable)."""
+    try:
+        with open("/proc/stat") as handle:
+            values = [int(v) for v in handle.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = values[3] + values[4]  # idle + iowait
+    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Run:
     contender: str
     index: int
     wall_s: float
     cpu_s: float  # user + system of the whole tree
+    other_cpu_s: float  # CPU time used meanwhile by everything else on the machine
     peak_rss: int
     peak_pss: int
     samples: int
@@ -294,9 +316,11 @@ class Run:
 
 
 def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], stdout: Path,
-            stderr: Path) -> tuple[float, float, TreeSampler, int]:
-    """Run ``cmd`` to completion: wall seconds, CPU seconds, the sampler, the exit status."""
+            stderr: Path) -> tuple[float, float, float, TreeSampler, int]:
+    """Run ``cmd`` to completion: wall seconds, CPU seconds of the tree, CPU seconds of
+    everything else on the machine meanwhile (noise), the sampler, the exit status."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy_before = machine_busy_s()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err,
@@ -306,9 +330,10 @@ def measure(cmd: list[str], *, cwd: Path, env: dict[str, str], stdout: Path,
         returncode = proc.wait()
         wall = time.perf_counter() - start
         sampler.stop()
+    busy = machine_busy_s() - busy_before
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, sampler, returncode
+    return wall, cpu, max(0.0, busy - cpu), sampler, returncode
 
 
 def count_outputs(folder: Path) -> tuple[int, int, int, int]:
@@ -359,8 +384,8 @@ def stage(files: list[Path], repeat: int, folder: Path) -> list[Source]:
     folder.mkdir(parents=True)
     staged: list[Source] = []
     for k in range(1, repeat + 1):
-        for path in files:
-            target = folder / f"r{k}-{path.name}"
+        for number, path in enumerate(files, 1):
+            target = folder / f"r{k}-{number}-{path.name}"
             shutil.copyfile(path, target)
             header = pyvips.Image.new_from_file(str(target))
             orientation = header.get("orientation") if header.get_typeof("orientation") else 1
@@ -382,6 +407,7 @@ class Plan:
     workers: int
     work: Path  # scratch root
     pillow_pool: str
+    floor_copy_memory: bool
     cwebp: str
     imgwarm: str
     cwebp_sources: list[Source] = field(default_factory=list)
@@ -419,7 +445,8 @@ def command(plan: Plan, contender: str, out: Path) -> tuple[list[str], dict[str,
         return [
             sys.executable, str(Path(__file__).resolve()),
             "--worker", "floor" if contender == "b" else "pillow", "--out", str(out),
-            "--workers", str(plan.workers), "--pillow-pool", plan.pillow_pool, *paths,
+            "--workers", str(plan.workers), "--pillow-pool", plan.pillow_pool,
+            *(["--floor-copy-memory"] if plan.floor_copy_memory else []), *paths,
         ], env
     # (d): one cwebp per source and width, N at a time. The arguments go through a
     # NUL-separated file: 11 per cwebp call.
@@ -445,7 +472,7 @@ def run_one(plan: Plan, contender: str, index: int) -> Run:
     out = folder / "out"
     cmd, env = command(plan, contender, out)
     stdout, stderr = folder / "stdout", folder / "stderr"
-    wall, cpu, sampler, returncode = measure(cmd, cwd=folder, env=env, stdout=stdout,
+    wall, cpu, other, sampler, returncode = measure(cmd, cwd=folder, env=env, stdout=stdout,
                                              stderr=stderr)
     if contender == "a":
         lines = [json.loads(line) for line in stdout.read_text().splitlines() if line.strip()]
@@ -453,7 +480,7 @@ def run_one(plan: Plan, contender: str, index: int) -> Run:
     else:
         ok = plan.images(contender) if returncode == 0 else -1
     webp_files, webp_bytes, jpeg_files, jpeg_bytes = count_outputs(out)
-    run = Run(CONTENDERS[contender], index, wall, cpu, sampler.peak_rss, sampler.peak_pss,
+    run = Run(CONTENDERS[contender], index, wall, cpu, other, sampler.peak_rss, sampler.peak_pss,
               sampler.samples, returncode, ok, webp_files, webp_bytes, jpeg_files, jpeg_bytes)
     problems = []
     if returncode != 0:
@@ -485,6 +512,7 @@ class Summary:
     wall_min_s: float
     wall_max_s: float
     cpu_s: float
+    background_pct: float  # median share of the CPUs used by other processes during the runs
     images_per_s: float
     peak_rss: int
     peak_pss: int
@@ -503,7 +531,8 @@ def summarize(contender: str, runs: list[Run], images: int) -> Summary:
     return Summary(
         contender, CONTENDERS[contender], images, len(runs), wall,
         min(r.wall_s for r in runs), max(r.wall_s for r in runs), med(r.cpu_s for r in runs),
-        images / wall, int(med(r.peak_rss for r in runs)), int(med(r.peak_pss for r in runs)),
+        med(100 * r.other_cpu_s / (r.wall_s * CPUS) for r in runs), images / wall,
+        int(med(r.peak_rss for r in runs)), int(med(r.peak_pss for r in runs)),
         last.webp_files, last.webp_bytes, last.jpeg_files, last.jpeg_bytes,
     )
 
@@ -516,7 +545,8 @@ class Ratio:
     met: bool | None  # None: no target
 
 
-def ratios(summaries: dict[str, Summary]) -> list[Ratio]:
+def ratios(summaries: dict[str, Summary], runs: dict[str, list[Run]]) -> list[Ratio]:
+    """The targets (ratios of medians), and a few ratios for information."""
     found: list[Ratio] = []
     a = summaries.get("a")
     if a is None:
@@ -525,6 +555,11 @@ def ratios(summaries: dict[str, Summary]) -> list[Ratio]:
         value = a.wall_s / summaries["b"].wall_s
         found.append(Ratio("a/b wall time (imgwarm / pyvips floor)", value, "<= 1.10",
                            value <= 1.10))
+        # a and b of the same round ran back to back, under the same background load.
+        paired = statistics.median(x.wall_s / y.wall_s for x, y in zip(runs["a"], runs["b"],
+                                                                       strict=True))
+        found.append(Ratio("a/b wall time, median of the per-round ratios", paired, "(info)",
+                           None))
     if "c" in summaries:
         value = a.wall_s / summaries["c"].wall_s
         found.append(Ratio("a/c wall time (imgwarm / Pillow)", value, "<= 1.00", value <= 1.00))
@@ -542,7 +577,7 @@ def ratios(summaries: dict[str, Summary]) -> list[Ratio]:
 
 def markdown(summaries: dict[str, Summary], found: list[Ratio], context: dict[str, Any]) -> str:
     lines = [
-        f"{context['images']} images ({context['distinct']} corpus photos x {context['repeat']}, "
+        f"{context['images']} images ({context['distinct']} photos x {context['repeat']}, "
         f"{context['source_bytes'] / MB:.1f} MB), widths {','.join(map(str, WIDTHS))}, "
         f"WebP q{WEBP_QUALITY} effort {WEBP_EFFORT} + progressive JPEG q{JPEG_QUALITY}; "
         f"{context['workers']} workers on {context['cpus']} CPUs; median of {context['runs']} "
@@ -565,7 +600,13 @@ def markdown(summaries: dict[str, Summary], found: list[Ratio], context: dict[st
         for r in found:
             met = "-" if r.met is None else ("yes" if r.met else "**no**")
             lines.append(f"| {r.name} | {r.value:.2f} | {r.target} | {met} |")
-    notes = [f"(c) Pillow uses a {context['pillow_pool']} pool of {context['workers']}."]
+    background = max(s.background_pct for s in summaries.values())
+    floor = ("resamples each width once, into memory" if context["floor_copy_memory"]
+             else "resamples each width once per encoder (lazily, as specified)")
+    notes = [f"(b) The floor {floor}.",
+             f"(c) Pillow uses a {context['pillow_pool']} pool of {context['workers']}.",
+             f"Other processes used up to {background:.0f}% of the CPUs during the runs "
+             "(median per contender)."]
     if "d" in summaries and context["cmyk_skipped"]:
         notes.append(f"(d) cwebp skips the {context['cmyk_skipped']} CMYK images (its libjpeg "
                      "input cannot convert CMYK) and does not apply EXIF Orientation.")
@@ -616,6 +657,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         "(default: %(default)s)")
     parser.add_argument("--pillow-pool", choices=("process", "thread"), default="process",
                         help="how Pillow runs N at a time (default: %(default)s)")
+    parser.add_argument("--floor-copy-memory", action="store_true",
+                        help="let the floor resample each width once into memory (as imgwarm "
+                        "does) instead of once per encoder")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()),
                         help="scratch folder for staged sources and outputs (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
@@ -647,7 +691,8 @@ def find_imgwarm() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
-        return worker_main(args.worker, args.out, args.sources, args.workers, args.pillow_pool)
+        return worker_main(args.worker, args.out, args.sources, args.workers, args.pillow_pool,
+                           args.floor_copy_memory)
 
     files = args.files or default_files(args.corpus)
     if not files:
@@ -661,13 +706,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-", dir=args.tmp))
     try:
         sources = stage(files, repeat, work / "sources")
-        plan = Plan(sources, args.workers, work, args.pillow_pool, args.cwebp, find_imgwarm(),
-                    [s for s in sources if not s.cmyk])
+        plan = Plan(sources, args.workers, work, args.pillow_pool, args.floor_copy_memory,
+                    args.cwebp, find_imgwarm(), [s for s in sources if not s.cmyk])
         context: dict[str, Any] = {
             "images": len(sources), "distinct": len(files), "repeat": repeat,
             "source_bytes": sum(s.path.stat().st_size for s in sources),
             "workers": args.workers, "cpus": os.cpu_count(), "runs": args.runs,
-            "pillow_pool": args.pillow_pool,
+            "pillow_pool": args.pillow_pool, "floor_copy_memory": args.floor_copy_memory,
             "cmyk_skipped": len(sources) - len(plan.cwebp_sources),
         }
         print(f"{len(sources)} images ({len(files)} files x {repeat}), {args.workers} workers, "
@@ -681,12 +726,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs[contender].append(run)
                 print(f"  run {index} {run.contender:<18} {run.wall_s:6.2f} s  "
                       f"cpu {run.cpu_s:6.1f} s  peak RSS {run.peak_rss / MB:6.0f} MB  "
-                      f"PSS {run.peak_pss / MB:6.0f} MB", file=sys.stderr)
+                      f"PSS {run.peak_pss / MB:6.0f} MB  others' cpu {run.other_cpu_s:5.1f} s",
+                      file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     summaries = {c: summarize(c, runs[c], plan.images(c)) for c in contenders}
-    found = ratios(summaries)
+    found = ratios(summaries, runs)
     table = markdown(summaries, found, context)
     print(table)
     args.output.parent.mkdir(parents=True, exist_ok=True)

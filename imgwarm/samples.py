@@ -6,6 +6,7 @@ what the pipeline must handle: EXIF text in UTF-8, rotated orientations, CMYK, P
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import piexif
@@ -62,7 +63,9 @@ def jpeg_with_exif(
         value = getattr(credits or metadata.Credits(), name)
         if value is not None:
             ifd0[tag] = value.encode("utf-8")
-    return metadata.attach_exif(data, "jpeg", piexif.dump({"0th": ifd0}))
+    out = io.BytesIO()
+    piexif.insert(piexif.dump({"0th": ifd0}), data, out)
+    return out.getvalue()
 
 
 def write_samples(folder: Path) -> list[Path]:

@@ -64,7 +64,9 @@ class Settings(BaseSettings):
     webp_effort: int = Field(4, ge=0, le=6, description="WebP encoder effort (slower = smaller).")
     jpeg_quality: int = Field(82, ge=1, le=100, description="Progressive JPEG quality.")
     avif_quality: int = Field(55, ge=1, le=100, description="AVIF quality.")
-    avif_effort: int = Field(4, ge=0, le=9, description="AVIF encoder effort (slower = smaller).")
+    avif_effort: int = Field(
+        4, ge=0, le=10, description="AVIF encoder effort, 0..10 (slower = smaller)."
+    )
     accept_png: bool = Field(
         True, description="Also accept PNG sources (when their bytes and their name say PNG)."
     )

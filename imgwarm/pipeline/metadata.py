@@ -1,29 +1,20 @@
 """Metadata: the description, copyright and artist of a source, and the EXIF of its outputs.
 
-EXIF is built and inserted with piexif, byte for byte: libvips re-serialises EXIF through
-libexif, which turns UTF-8 text into question marks.
+EXIF is built with piexif, byte for byte, and written by the encoders as given: libvips
+re-serialises EXIF through libexif, which turns UTF-8 text into question marks.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, replace
 from typing import Any
 
 import piexif
-import pyvips
-
-from imgwarm.config import Format
 
 _TEXT_TAGS = {
     "description": piexif.ImageIFD.ImageDescription,
     "copyright": piexif.ImageIFD.Copyright,
     "artist": piexif.ImageIFD.Artist,
-}
-_AVIF_FIELDS = {
-    "description": "exif-ifd0-ImageDescription",
-    "copyright": "exif-ifd0-Copyright",
-    "artist": "exif-ifd0-Artist",
 }
 
 ExifDict = dict[str, Any]
@@ -96,23 +87,3 @@ def build_exif(
         return bytes(piexif.dump(exif))
     except Exception:  # a malformed kept block must not cost the credits
         return bytes(piexif.dump({"0th": ifd0})) if ifd0 else None
-
-
-def attach_exif(data: bytes, fmt: Format, exif: bytes) -> bytes:
-    """Insert EXIF into encoded JPEG or WebP bytes (AVIF gets it at encode, see avif_exif)."""
-    if fmt == "avif":
-        return data
-    out = io.BytesIO()
-    piexif.insert(exif, data, out)
-    return out.getvalue()
-
-
-def with_avif_exif(image: pyvips.Image, credits: Credits) -> pyvips.Image:
-    """Credits as libvips EXIF fields, for AVIF. libexif keeps only ASCII intact, so non-ASCII
-    values are left out rather than written as question marks."""
-    tagged = image.copy()
-    for name, field in _AVIF_FIELDS.items():
-        text = getattr(credits, name)
-        if text is not None and text.isascii():
-            tagged.set_type(pyvips.GValue.gstr_type, field, text)
-    return tagged

@@ -14,12 +14,12 @@ from pathlib import Path, PurePosixPath
 
 import pyvips
 
-from imgwarm.config import Format, Settings
+from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage, ImgwarmError, LimitExceeded, UnreadableSource
 from imgwarm.pipeline import metadata
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
-from imgwarm.pipeline.encode import EXTENSIONS, encode
+from imgwarm.pipeline.encode import EXTENSIONS, encode, opaque, to_pillow
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.manifest import Manifest, ManifestStore, Variant
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
@@ -129,10 +129,10 @@ def _encode_all(
     outputs: list[_Output] = []
     for width in widths:
         image = fit(master, width, height_for(width, full_w, full_h))
-        if image is not master and len(settings.formats) > 1:
-            image = image.copy_memory()  # resample once, encode several times
+        picture = to_pillow(image)  # resampled once, encoded in every format
+        flat = to_pillow(opaque(image)) if image.hasalpha() else picture
         for fmt in settings.formats:
-            encoded = _encode_one(image, fmt, settings, credits, exif)
+            encoded = encode(flat if fmt == "jpeg" else picture, fmt, settings, exif)
             digest = content_hash(encoded)
             path = layout.path_for(file_name(slug, digest, EXTENSIONS[fmt], settings.hash_length),
                                    digest)
@@ -140,18 +140,6 @@ def _encode_all(
                               bytes=len(encoded), path=str(path))
             outputs.append(_Output(variant, encoded))
     return outputs
-
-
-def _encode_one(
-    image: pyvips.Image, fmt: Format, settings: Settings, credits: metadata.Credits,
-    exif: bytes | None,
-) -> bytes:
-    if fmt == "avif":
-        tagged = metadata.with_avif_exif(image, credits)
-        has_fields = any(f.startswith("exif-ifd0-") for f in tagged.get_fields())
-        return encode(tagged, fmt, settings, keep="exif" if has_fields else "none")
-    encoded = encode(image, fmt, settings)
-    return metadata.attach_exif(encoded, fmt, exif) if exif else encoded
 
 
 def _publish(outputs: list[_Output], store: Store) -> list[PurePosixPath]:
