@@ -62,6 +62,13 @@ def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> So
     return SourceResult(str(path), manifest=outcome.manifest, reused=outcome.reused)
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def run_batch(
     paths: list[Path], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
@@ -76,6 +83,8 @@ def run_batch(
             yield _one(path, settings, stores, credits)
         return
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm") as pool:
-        futures = [pool.submit(_one, p, settings, stores, credits) for p in paths]
+        # Largest first, so that no worker is left alone with a big photo at the end.
+        futures = [pool.submit(_one, p, settings, stores, credits)
+                   for p in sorted(paths, key=_size, reverse=True)]
         for future in as_completed(futures):
             yield future.result()

@@ -1,16 +1,18 @@
 """Encode: an sRGB image to the bytes of one output format, with its EXIF.
 
-libvips prepares the pixels; Pillow's encoders write the files. On the same pixels and
-settings they give the same sizes (WebP to the byte), and here Pillow's libwebp and
-libjpeg-turbo builds are 12-20% faster than those in the libvips wheel, its libavif several
-times faster; they also write EXIF bytes exactly as given (libvips' libexif turns UTF-8 into
-question marks).
+Each format goes through the encoder that does it best here, measured on the same pixels and
+settings (same output sizes): WebP and AVIF through Pillow (its libwebp is ~12% faster than
+the libvips wheel's, its libavif several times faster, and both run in parallel threads),
+JPEG through libvips (Pillow's JPEG encoder holds the GIL, so two threads run no faster than
+one). EXIF bytes from piexif are written exactly as given, so UTF-8 survives in every format
+(libvips' own EXIF writer, libexif, turns it into question marks).
 """
 
 from __future__ import annotations
 
 import io
 
+import piexif
 import pyvips
 from PIL import Image
 
@@ -21,31 +23,44 @@ MEDIA_TYPES: dict[Format, str] = {"avif": "image/avif", "webp": "image/webp", "j
 _MODES = {3: "RGB", 4: "RGBA"}
 
 
-def to_pillow(image: pyvips.Image) -> Image.Image:
-    """An 8-bit sRGB (or sRGB + alpha) libvips image as a Pillow image, computing it once."""
-    mode = _MODES[image.bands]
-    return Image.frombuffer(mode, (image.width, image.height), image.write_to_memory(),
-                            "raw", mode, 0, 1)
+class Frame:
+    """One resampled picture, already in memory, handed to every encoder."""
+
+    def __init__(self, image: pyvips.Image) -> None:
+        self.image = image
+        self._picture: Image.Image | None = None
+
+    @property
+    def picture(self) -> Image.Image:
+        """The same pixels as a Pillow image (made on first use)."""
+        if self._picture is None:
+            mode = _MODES[self.image.bands]
+            self._picture = Image.frombuffer(
+                mode, (self.image.width, self.image.height), self.image.write_to_memory(),
+                "raw", mode, 0, 1,
+            )
+        return self._picture
 
 
-def opaque(image: pyvips.Image) -> pyvips.Image:
-    """Alpha flattened onto white, for formats without transparency."""
-    return image.flatten(background=[255, 255, 255]) if image.hasalpha() else image
-
-
-def encode(picture: Image.Image, fmt: Format, settings: Settings, exif: bytes | None) -> bytes:
-    """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata. JPEG pictures
-    must be opaque (see ``opaque``)."""
-    out = io.BytesIO()
+def encode(frame: Frame, fmt: Format, settings: Settings, exif: bytes | None) -> bytes:
+    """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata."""
     extra = {"exif": exif} if exif else {}
-    if fmt == "webp":
-        picture.save(out, "WEBP", quality=settings.webp_quality, method=settings.webp_effort,
-                     **extra)
-    elif fmt == "jpeg":
-        picture.save(out, "JPEG", quality=settings.jpeg_quality, progressive=True,
-                     optimize=True, **extra)
+    out = io.BytesIO()
+    if fmt == "jpeg":
+        image = frame.image
+        if image.hasalpha():
+            image = image.flatten(background=[255, 255, 255])
+        data = image.jpegsave_buffer(
+            Q=settings.jpeg_quality, interlace=True, optimize_coding=True, keep="none"
+        )
+        if not exif:
+            return bytes(data)
+        piexif.insert(exif, bytes(data), out)
+    elif fmt == "webp":
+        frame.picture.save(out, "WEBP", quality=settings.webp_quality,
+                           method=settings.webp_effort, **extra)
     else:
         # One encoder thread: parallelism comes from the batch, not from inside an image.
-        picture.save(out, "AVIF", quality=settings.avif_quality,
-                     speed=10 - settings.avif_effort, max_threads=1, **extra)
+        frame.picture.save(out, "AVIF", quality=settings.avif_quality,
+                           speed=10 - settings.avif_effort, max_threads=1, **extra)
     return out.getvalue()

@@ -19,7 +19,7 @@ from imgwarm.exceptions import CorruptImage, ImgwarmError, LimitExceeded, Unread
 from imgwarm.pipeline import metadata
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
-from imgwarm.pipeline.encode import EXTENSIONS, encode, opaque, to_pillow
+from imgwarm.pipeline.encode import EXTENSIONS, Frame, encode
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.manifest import Manifest, ManifestStore, Variant
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
@@ -128,11 +128,12 @@ def _encode_all(
     slug = slug_for(name)
     outputs: list[_Output] = []
     for width in widths:
-        image = fit(master, width, height_for(width, full_w, full_h))
-        picture = to_pillow(image)  # resampled once, encoded in every format
-        flat = to_pillow(opaque(image)) if image.hasalpha() else picture
+        resized = fit(master, width, height_for(width, full_w, full_h))
+        # Resample once into memory; every encoder then reads the same pixels.
+        frame = Frame(resized if resized is master else resized.copy_memory())
+        image = frame.image
         for fmt in settings.formats:
-            encoded = encode(flat if fmt == "jpeg" else picture, fmt, settings, exif)
+            encoded = encode(frame, fmt, settings, exif)
             digest = content_hash(encoded)
             path = layout.path_for(file_name(slug, digest, EXTENSIONS[fmt], settings.hash_length),
                                    digest)
