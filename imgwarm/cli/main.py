@@ -105,28 +105,33 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> int:
+def _progress_bar() -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+
+
+def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> int:
     from imgwarm.pipeline.batch import run_batch
 
-    console = Console(stderr=True)
-    show_bar = not as_json and console.is_terminal and len(paths) > 1
-    progress = Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
-                        TimeRemainingColumn(), console=console, transient=True)
+    show_bar = not as_json and sys.stderr.isatty() and len(paths) > 1
+    progress = _progress_bar() if show_bar else None  # rich is imported only for a TTY
     failed = 0
-    with progress if show_bar else nullcontext():
-        task = progress.add_task("optimizing", total=len(paths)) if show_bar else None
+    with progress if progress is not None else nullcontext():
+        task = progress.add_task("optimizing", total=len(paths)) if progress else None
         for result in run_batch(paths, settings, credits):
             failed += not result.ok
             if as_json:
                 click.echo(report.json_line(result))
-            elif result.ok:
-                (progress.console.print if show_bar else click.echo)(report.human_line(result))
-            else:
+            elif not result.ok:
                 click.echo(report.human_line(result), err=True)
-            if task is not None:
+            elif progress is not None:
+                progress.console.print(report.human_line(result), highlight=False)
+            else:
+                click.echo(report.human_line(result))
+            if progress is not None and task is not None:
                 progress.advance(task)
     return failed
 

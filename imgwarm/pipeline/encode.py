@@ -20,7 +20,6 @@ from imgwarm.config import Format, Settings
 
 EXTENSIONS: dict[Format, str] = {"avif": "avif", "webp": "webp", "jpeg": "jpg"}
 MEDIA_TYPES: dict[Format, str] = {"avif": "image/avif", "webp": "image/webp", "jpeg": "image/jpeg"}
-_MODES = {3: "RGB", 4: "RGBA"}
 
 
 class Frame:
@@ -32,12 +31,14 @@ class Frame:
 
     @property
     def picture(self) -> Image.Image:
-        """The same pixels as a Pillow image (made on first use)."""
+        """The same pixels as a Pillow image (made on first use). RGBX and RGBA are the modes
+        Pillow maps without copying, and the ones its WebP encoder takes as they are."""
         if self._picture is None:
-            mode = _MODES[self.image.bands]
+            image, mode = self.image, "RGBA"
+            if not image.hasalpha():
+                image, mode = image.bandjoin(255), "RGBX"
             self._picture = Image.frombuffer(
-                mode, (self.image.width, self.image.height), self.image.write_to_memory(),
-                "raw", mode, 0, 1,
+                mode, (image.width, image.height), image.write_to_memory(), "raw", mode, 0, 1
             )
         return self._picture
 

@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import hashlib
-import threading
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -28,7 +27,7 @@ from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.storage import LocalStore, Store
 from imgwarm.pipeline.variants import height_for, plan_widths
-from imgwarm.pipeline.vipsutil import vips_reason
+from imgwarm.pipeline.vipsutil import LIBVIPS, VipsFailure
 
 
 @dataclass(frozen=True)
@@ -95,21 +94,6 @@ def render_master(data: bytes, info: Probe, width: int, height: int) -> pyvips.I
     return image.copy_memory() if info.orientation > 1 else image
 
 
-_ERRORS_ALONE = threading.Lock()
-
-
-def _decode_failure(data: bytes, info: Probe, seen: str) -> str:
-    """Why the pixels cannot be read. libvips' error buffer is shared by all threads, so the
-    text of a failure seen in a busy batch may be another image's: read it again, alone."""
-    with _ERRORS_ALONE:
-        pyvips.Error("")  # reading the buffer clears it
-        try:
-            decode(data, info, info.displayed_width).avg()
-        except pyvips.Error as error:
-            return vips_reason(error)
-    return seen
-
-
 def _settings_digest(settings: Settings, credits: metadata.Credits) -> str:
     given = repr(sorted((k, v) for k, v in vars(credits).items() if v is not None))
     return hashlib.sha256(f"{settings.output_digest()}|{given}".encode()).hexdigest()[:16]
@@ -159,6 +143,23 @@ def _publish(outputs: list[_Output], store: Store) -> list[PurePosixPath]:
     return created
 
 
+def _make(
+    data: bytes, name: str, settings: Settings, layout: Layout, given: metadata.Credits,
+) -> tuple[Probe, metadata.Credits, list[_Output]]:
+    """The pixel work: probe, decode, transform, encode. Raises VipsFailure for bad data."""
+    info = probe(data, name, settings)
+    exif_source = metadata.read_exif(data) if info.format == "jpeg" else None
+    final = given.merged_over(metadata.credits_from_exif(exif_source))
+    try:
+        outputs = _encode_all(name, data, info, final, exif_source, settings, layout)
+    except pyvips.Error as error:
+        raise VipsFailure(
+            error, lambda: decode(data, info, info.displayed_width).avg(),
+            lambda reason: CorruptImage(name, reason),
+        ) from None
+    return info, final, outputs
+
+
 def optimize_bytes(
     data: bytes, *, key: str, name: str, settings: Settings, stores: Stores,
     credits: metadata.Credits | None = None,
@@ -176,14 +177,11 @@ def optimize_bytes(
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
         return Outcome(previous, reused=True)
-
-    info = probe(data, name, settings)
-    exif_source = metadata.read_exif(data) if info.format == "jpeg" else None
-    final = given.merged_over(metadata.credits_from_exif(exif_source))
     try:
-        outputs = _encode_all(name, data, info, final, exif_source, settings, stores.layout)
-    except pyvips.Error as error:
-        raise CorruptImage(name, _decode_failure(data, info, vips_reason(error))) from None
+        with LIBVIPS.shared():
+            info, final, outputs = _make(data, name, settings, stores.layout, given)
+    except VipsFailure as failure:
+        raise failure.explained() from None
     created = _publish(outputs, stores.origin)
     manifest = Manifest(
         key=key, source_sha256=source_sha, width=info.displayed_width,

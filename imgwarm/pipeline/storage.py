@@ -60,7 +60,8 @@ class LocalStore:
         if not replace and target.is_file():
             return False
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.parent.is_dir():
+                target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists():
                 self._check_room(target.parent)
             fd, temp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
