@@ -11,7 +11,7 @@ import pytest
 
 import imgwarm
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, StorageError
+from imgwarm.exceptions import ImgwarmError, LimitExceeded, StorageError
 from imgwarm.pipeline.optimize import Stores, local_key, optimize_file
 from imgwarm.pipeline.storage import LocalStore
 from tests.conftest import all_files
@@ -125,3 +125,12 @@ def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:
     assert len(files) == len(manifest.variants)
     assert all(not p.name.startswith(".") for p in files)
     assert all(os.stat(p).st_mode & 0o444 == 0o444 for p in files)
+
+
+def test_variant_too_tall_for_webp_is_refused_before_decoding(settings: Settings) -> None:
+    strip = photo(20, 1700).resize(10)  # 200x17000: fine as a JPEG, too tall for WebP
+    with pytest.raises(LimitExceeded, match=r"200x17000 variant is larger than webp allows"):
+        run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", settings)
+    jpeg_only = Settings(**{**settings.model_dump(), "formats": ["jpeg"]})
+    manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", jpeg_only)
+    assert [(v.width, v.height) for v in manifest.variants] == [(200, 17000)]

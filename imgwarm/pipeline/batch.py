@@ -34,7 +34,8 @@ class SourceResult:
 
 
 def collect_sources(arguments: Iterable[str]) -> list[Path]:
-    """Files as named, and image files found recursively (sorted, no hidden ones) in folders."""
+    """Files as named, and image files found recursively (sorted, no hidden ones) in folders;
+    a file reached twice (named, and inside a named folder) is taken once."""
     found: list[Path] = []
     for argument in arguments:
         path = Path(argument)
@@ -47,7 +48,10 @@ def collect_sources(arguments: Iterable[str]) -> list[Path]:
                 )
         else:
             found.append(path)
-    return found
+    unique: dict[Path, Path] = {}
+    for path in found:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:

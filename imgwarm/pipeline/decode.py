@@ -6,9 +6,12 @@ import pyvips
 
 from imgwarm.pipeline.probe import Probe
 
-# "truncated" refuses short or corrupt entropy data (which the lenient default pads with
-# grey) but accepts benign warnings such as stray bytes before a marker.
-FAIL_ON = "truncated"
+# Strict: libjpeg's warnings are where damage shows (truncation, a marker in the middle of
+# the scan), and the lenient default pads the rest of the picture with grey. A file that
+# fails only on a benign warning is decoded again leniently, alone, with its warnings read
+# (see optimize.py). libspng's warnings are benign; its errors (CRC, truncation) are not.
+STRICT = {"jpeg": "warning", "png": "error"}
+LENIENT = {"jpeg": "none", "png": "error"}
 
 
 def jpeg_shrink(factor: float) -> int:
@@ -22,12 +25,13 @@ def jpeg_shrink(factor: float) -> int:
     return 1
 
 
-def decode(data: bytes, probe: Probe, target_width: int) -> pyvips.Image:
+def decode(data: bytes, probe: Probe, target_width: int, *, strict: bool = True) -> pyvips.Image:
     """A sequential image, shrunk on load towards ``target_width`` (displayed width)."""
+    fail_on = (STRICT if strict else LENIENT)[probe.format]
     if probe.format == "jpeg":
         # jpegload, not the sniffed loader: for Ultra HDR files it reads the SDR base image.
         shrink = jpeg_shrink(probe.displayed_width / target_width)
         return pyvips.Image.jpegload_buffer(
-            data, shrink=shrink, fail_on=FAIL_ON, access="sequential"
+            data, shrink=shrink, fail_on=fail_on, access="sequential"
         )
-    return pyvips.Image.pngload_buffer(data, fail_on=FAIL_ON, access="sequential")
+    return pyvips.Image.pngload_buffer(data, fail_on=fail_on, access="sequential")

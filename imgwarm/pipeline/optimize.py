@@ -18,7 +18,7 @@ from imgwarm.exceptions import CorruptImage, ImgwarmError, LimitExceeded, Unread
 from imgwarm.pipeline import metadata
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
-from imgwarm.pipeline.encode import EXTENSIONS, Frame, encode
+from imgwarm.pipeline.encode import EXTENSIONS, Frame, check_encodable, encode
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.manifest import Manifest, ManifestStore, Variant
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
@@ -27,7 +27,14 @@ from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.storage import LocalStore, Store
 from imgwarm.pipeline.variants import height_for, plan_widths
-from imgwarm.pipeline.vipsutil import LIBVIPS, VipsFailure
+from imgwarm.pipeline.vipsutil import (
+    LIBVIPS,
+    Warnings,
+    benign,
+    clear_errors,
+    collected_warnings,
+    vips_reason,
+)
 
 
 @dataclass(frozen=True)
@@ -83,9 +90,11 @@ def read_source(path: Path, settings: Settings) -> bytes:
         raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
 
 
-def render_master(data: bytes, info: Probe, width: int, height: int) -> pyvips.Image:
+def render_master(
+    data: bytes, info: Probe, width: int, height: int, *, strict: bool = True
+) -> pyvips.Image:
     """The largest variant's pixels, upright and sRGB, in memory: decoded once."""
-    image = decode(data, info, width)
+    image = decode(data, info, width, strict=strict)
     stored = (height, width) if info.transposed else (width, height)
     image = fit(image, *stored)
     image = to_srgb(image, info.icc)
@@ -101,14 +110,16 @@ def _settings_digest(settings: Settings, credits: metadata.Credits) -> str:
 
 def _encode_all(
     name: str, data: bytes, info: Probe, credits: metadata.Credits,
-    exif_source: metadata.ExifDict | None, settings: Settings, layout: Layout,
+    exif_source: metadata.ExifDict | None, settings: Settings, layout: Layout, strict: bool,
 ) -> list[_Output]:
     exif = metadata.build_exif(
         credits, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
     )
     widths = plan_widths(info.displayed_width, settings.widths)
     full_w, full_h = info.displayed_width, info.displayed_height
-    master = render_master(data, info, widths[-1], height_for(widths[-1], full_w, full_h))
+    check_encodable(name, widths, full_w, full_h, settings.formats)
+    master = render_master(data, info, widths[-1], height_for(widths[-1], full_w, full_h),
+                           strict=strict)
     slug = slug_for(name)
     outputs: list[_Output] = []
     for width in widths:
@@ -145,19 +156,47 @@ def _publish(outputs: list[_Output], store: Store) -> list[PurePosixPath]:
 
 def _make(
     data: bytes, name: str, settings: Settings, layout: Layout, given: metadata.Credits,
+    *, strict: bool = True,
 ) -> tuple[Probe, metadata.Credits, list[_Output]]:
-    """The pixel work: probe, decode, transform, encode. Raises VipsFailure for bad data."""
+    """The pixel work: probe, decode, transform, encode. Raises SourceError or pyvips.Error."""
     info = probe(data, name, settings)
     exif_source = metadata.read_exif(data) if info.format == "jpeg" else None
     final = given.merged_over(metadata.credits_from_exif(exif_source))
-    try:
-        outputs = _encode_all(name, data, info, final, exif_source, settings, layout)
-    except pyvips.Error as error:
-        raise VipsFailure(
-            error, lambda: decode(data, info, info.displayed_width).avg(),
-            lambda reason: CorruptImage(name, reason),
-        ) from None
+    outputs = _encode_all(name, data, info, final, exif_source, settings, layout, strict)
     return info, final, outputs
+
+
+def _make_checked(
+    data: bytes, name: str, settings: Settings, layout: Layout, given: metadata.Credits,
+) -> tuple[Probe, metadata.Credits, list[_Output]]:
+    """``_make``, strict; a failure is looked at again with no other libvips work going on,
+    so that its message is this image's own, and so that a file failing only on a benign
+    libjpeg warning (stray bytes before a marker) can be decoded leniently with its warnings
+    read: any other warning, or one too many, refuses it."""
+    try:
+        with LIBVIPS.shared():
+            return _make(data, name, settings, layout, given)
+    except (pyvips.Error, CorruptImage):
+        pass
+    with LIBVIPS.alone():
+        clear_errors()
+        try:
+            return _make(data, name, settings, layout, given)
+        except pyvips.Error as error:
+            reason = vips_reason(error)
+        if not benign(reason):
+            raise CorruptImage(name, reason)
+        clear_errors()
+        with collected_warnings() as messages:
+            try:
+                made = _make(data, name, settings, layout, given, strict=False)
+            except pyvips.Error as error:
+                raise CorruptImage(name, vips_reason(error)) from None
+        warnings = Warnings(messages)
+        if not warnings.harmless():
+            shown = "; ".join(warnings.lines[:2]) or "several libjpeg warnings"
+            raise CorruptImage(name, f"corrupt JPEG data ({shown})")
+        return made
 
 
 def optimize_bytes(
@@ -177,11 +216,7 @@ def optimize_bytes(
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
         return Outcome(previous, reused=True)
-    try:
-        with LIBVIPS.shared():
-            info, final, outputs = _make(data, name, settings, stores.layout, given)
-    except VipsFailure as failure:
-        raise failure.explained() from None
+    info, final, outputs = _make_checked(data, name, settings, stores.layout, given)
     created = _publish(outputs, stores.origin)
     manifest = Manifest(
         key=key, source_sha256=source_sha, width=info.displayed_width,

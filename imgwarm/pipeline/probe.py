@@ -10,7 +10,7 @@ import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
-from imgwarm.pipeline.vipsutil import VipsFailure
+from imgwarm.pipeline.vipsutil import vips_reason
 
 SourceFormat = Literal["jpeg", "png"]
 
@@ -74,7 +74,8 @@ def _check_format(kind: str, name: str, settings: Settings) -> SourceFormat:
 def probe(data: bytes, name: str, settings: Settings) -> Probe:
     """Identify the format from the bytes and check the limits on the header alone.
 
-    Raises SourceError subclasses, or VipsFailure for a header libvips cannot read."""
+    Raises SourceError subclasses. Under concurrency the text of a CorruptImage may be
+    another image's (libvips has one error buffer): optimize.py asks again alone."""
     if not data:
         raise UnsupportedFormat(name, "empty file (0 bytes), not an image")
     if len(data) > settings.max_bytes:
@@ -86,11 +87,8 @@ def probe(data: bytes, name: str, settings: Settings) -> Probe:
         header = pyvips.Image.new_from_buffer(data, "", access="sequential")
     except pyvips.Error as error:
         if data.startswith(_JPEG_SOI):
-            raise VipsFailure(
-                error, lambda: pyvips.Image.new_from_buffer(data, ""),
-                lambda reason: CorruptImage(name, f"corrupt JPEG header: {reason}"),
-                explain=False,
-            ) from None
+            reason = vips_reason(error, explain=False)
+            raise CorruptImage(name, f"corrupt JPEG header: {reason}") from None
         raise UnsupportedFormat(
             name, f"not a recognised image format (starts with {data[:8].hex(' ')})"
         ) from None

@@ -1,19 +1,19 @@
-"""libvips errors: the right text for the right image, in words a user understands.
+"""libvips errors and warnings: the right text for the right image, in words a user knows.
 
-libvips keeps one error buffer for the whole process. When two threads work at once, the
-text behind an exception may be the other image's. So libvips work runs under a shared lock,
-and a failure is explained by running the failed step again alone, with the buffer cleared.
+libvips keeps one error buffer for the whole process, and reports warnings through one log.
+When two threads work at once, the text behind an exception may be the other image's. So
+libvips work runs under a shared lock, and a failed image is looked at again alone.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pyvips
-
-from imgwarm.exceptions import CorruptImage, SourceError
 
 # libvips says what failed; these say what it means for the user.
 _EXPLAIN = {
@@ -23,16 +23,24 @@ _EXPLAIN = {
     "JPEG datastream contains no image": "corrupt JPEG header (no image frame)",
     "out of order read": "internal error: out-of-order read",
 }
-_GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region")
+_GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region", "read gave")
+# libjpeg warnings that leave every pixel intact: the file breaks a rule, not the picture.
+_BENIGN = ("extraneous bytes before marker", "Invalid SOS parameters for sequential JPEG")
+_WARNING_COUNT = re.compile(r"read gave (\d+) warnings")
+
+
+def _lines(text: str) -> list[str]:
+    lines: list[str] = []
+    for line in text.splitlines():
+        line = re.sub(r"^VIPS:", "", line.strip()).strip()
+        if line and line not in lines and not line.startswith(_GENERIC):
+            lines.append(line)
+    return lines
 
 
 def vips_reason(error: pyvips.Error, *, explain: bool = True) -> str:
     """The distinct, meaningful lines of a libvips error, plus what they mean."""
-    lines: list[str] = []
-    for line in f"{error.message}\n{error.detail or ''}".splitlines():
-        line = line.strip()
-        if line and line not in lines and not line.startswith(_GENERIC):
-            lines.append(line)
+    lines = _lines(f"{error.message}\n{error.detail or ''}")
     detail = "; ".join(lines[:3]) or (error.message or "libvips failed").strip()
     for needle, meaning in _EXPLAIN.items():
         if explain and needle in detail:
@@ -40,18 +48,73 @@ def vips_reason(error: pyvips.Error, *, explain: bool = True) -> str:
     return detail
 
 
+def benign(reason: str) -> bool:
+    """True when every libjpeg complaint in ``reason`` is a harmless one."""
+    complaints = [line for line in re.split(r"[;\n]", reason) if "Corrupt JPEG data" in line
+                  or "VipsJpeg" in line]
+    return bool(complaints) and all(any(b in line for b in _BENIGN) for line in complaints)
+
+
+def clear_errors() -> None:
+    pyvips.Error("")  # reading libvips' error buffer clears it
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+class Warnings:
+    """What libvips warned about during a decode: its messages, and the most warnings any
+    one read of the file counted (the header and the pixels are read apart, each counts)."""
+
+    def __init__(self, messages: list[str]) -> None:
+        text = "\n".join(messages)
+        self.count = max((int(n) for n in _WARNING_COUNT.findall(text)), default=0)
+        self.lines = _lines(text)
+
+    def harmless(self) -> bool:
+        """All warnings shown are benign, and none went unshown (libvips shows the first)."""
+        shown = [line for line in self.lines if any(b in line for b in _BENIGN)]
+        return len(shown) == len(self.lines) and self.count <= max(1, len(shown))
+
+
+@contextmanager
+def collected_warnings() -> Iterator[list[str]]:
+    """libvips' warnings while the block runs (meaningful only under ``LIBVIPS.alone()``)."""
+    logger = logging.getLogger("pyvips")
+    handler = _Collect()
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 class _SharedOrAlone:
-    """A readers-writer lock: any number of images at once, or one explanation alone."""
+    """A readers-writer lock: any number of images at once, or one image alone. A request to
+    be alone is served before new shared work starts, so a failed image does not wait for the
+    batch to end."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._shared = 0
         self._alone = False
+        self._waiting = 0
 
     @contextmanager
     def shared(self) -> Iterator[None]:
         with self._cond:
-            self._cond.wait_for(lambda: not self._alone)
+            self._cond.wait_for(lambda: not self._alone and not self._waiting)
             self._shared += 1
         try:
             yield
@@ -63,7 +126,9 @@ class _SharedOrAlone:
     @contextmanager
     def alone(self) -> Iterator[None]:
         with self._cond:
+            self._waiting += 1
             self._cond.wait_for(lambda: not self._alone and not self._shared)
+            self._waiting -= 1
             self._alone = True
         try:
             yield
@@ -74,28 +139,3 @@ class _SharedOrAlone:
 
 
 LIBVIPS = _SharedOrAlone()
-
-
-class VipsFailure(CorruptImage):
-    """A libvips step failed on a source. Its text may be another thread's: ``explained()``
-    gives the SourceError with this source's own."""
-
-    def __init__(self, error: pyvips.Error, retry: Callable[[], object],
-                 build: Callable[[str], SourceError], *, explain: bool = True) -> None:
-        self.seen = vips_reason(error, explain=explain)
-        first = build(self.seen)
-        super().__init__(first.source, first.reason)
-        self.retry = retry
-        self.build = build
-        self.explain = explain
-
-    def explained(self) -> SourceError:
-        """Run the failed step again with no other libvips work going on (call it outside
-        ``LIBVIPS.shared()``), so the error text is this image's own."""
-        with LIBVIPS.alone():
-            pyvips.Error("")  # reading the buffer clears it
-            try:
-                self.retry()
-            except pyvips.Error as error:
-                return self.build(vips_reason(error, explain=self.explain))
-        return self.build(self.seen)

@@ -54,6 +54,7 @@ def test_collect_sources(tmp_path: Path) -> None:
     (tmp_path / "a" / ".hidden").mkdir()
     for name in ("a/x.JPG", "a/b/y.png", "a/notes.txt", "a/.z.jpg", "a/.hidden/w.jpg"):
         (tmp_path / name).write_bytes(b"")
-    found = collect_sources([str(tmp_path / "a"), str(tmp_path / "named.txt")])
+    found = collect_sources([str(tmp_path / "a"), str(tmp_path / "named.txt"),
+                             str(tmp_path / "a" / "x.JPG")])
     assert [p.relative_to(tmp_path).as_posix() for p in found] == [
         "a/x.JPG", "a/b/y.png", "named.txt"]

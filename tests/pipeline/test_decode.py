@@ -37,6 +37,33 @@ def test_corrupt_entropy_data_is_refused(settings: Settings) -> None:
         run(bytes(data), "scribbled.jpg", settings)
 
 
+def _mid_scan(data: bytes, marker: bytes) -> bytes:
+    sos = data.find(b"\xff\xda")
+    at = sos + (len(data) - sos) // 2
+    return data[:at] + marker + data[at:]
+
+
+@pytest.mark.parametrize("marker", [b"\xff\xd9", b"\xff\xd0", b"\xff\xc4"],
+                         ids=["EOI", "RST0", "DHT"])
+@pytest.mark.parametrize("interlace", [False, True], ids=["baseline", "progressive"])
+@pytest.mark.parametrize("widths", [[2400], [320]], ids=["full-decode", "shrink-on-load"])
+def test_marker_in_the_middle_of_the_scan_is_refused(
+    settings: Settings, marker: bytes, interlace: bool, widths: list[int]
+) -> None:
+    """libjpeg only warns here, and a lenient decode would publish a grey-padded picture."""
+    data = _mid_scan(bytes(BIG.jpegsave_buffer(Q=90, interlace=interlace)), marker)
+    config = load_settings(**{**settings.model_dump(), "widths": widths})
+    with pytest.raises(CorruptImage, match=r"corrupt JPEG data"):
+        run(data, "marker.jpg", config)
+    assert all_files(settings.origin_root) == []
+
+
+def test_stray_bytes_and_damage_together_are_refused(settings: Settings) -> None:
+    data = _mid_scan(stray_bytes_jpeg(), b"\xff\xd9")
+    with pytest.raises(CorruptImage, match="corrupt JPEG data"):
+        run(data, "both.jpg", settings)
+
+
 def test_stray_bytes_before_a_marker_are_accepted(settings: Settings) -> None:
     manifest = run(stray_bytes_jpeg(), "stray.jpg", settings)
     out = decoded(settings, manifest)
