@@ -47,7 +47,7 @@ def optimize(
         settings = load_settings(**options)
     elif options:
         settings = load_settings(**{**settings.model_dump(), **options})
-    credits = Credits(description=description, copyright=copyright, artist=artist)
+    credits = Credits.given(description=description, copyright=copyright, artist=artist)
     outcome = optimize_file(
         Path(path), settings=settings, stores=Stores.local(settings), credits=credits, key=key
     )

@@ -24,7 +24,7 @@ def photo(width: int, height: int, seed: int = 0) -> pyvips.Image:
     green = ((fx - fy) * 3.1).sin() * 60 + fy * 120 + 40
     blue = ((fx + seed) * 9).cos() * 40 + (1 - fy) * 150 + 30
     image = red.bandjoin([green, blue])
-    image = image + pyvips.Image.gaussnoise(width, height, sigma=6, mean=0)
+    image = image + pyvips.Image.gaussnoise(width, height, sigma=6, mean=0, seed=seed)
     image = image.gaussblur(0.6)
     marker_w, marker_h = max(1, width // 5), max(1, height // 8)
     image = image.draw_rect([250, 250, 250], 0, 0, marker_w, marker_h, fill=True)

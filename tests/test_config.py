@@ -35,7 +35,7 @@ def test_precedence(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_pat
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"webp_quality": 0}, r"setting webp_quality \(IMGWARM_WEBP_QUALITY\) = 0: .*1\.\.100"),
+        ({"webp_quality": 0}, r"setting webp_quality = 0 \(.*IMGWARM_WEBP_QUALITY.*\): .*1\.\.100"),
         ({"jpeg_quality": 101}, r"jpeg_quality .*allowed: 1\.\.100"),
         ({"widths": "320,abc"}, r"widths"),
         ({"widths": ""}, r"at least one width"),

@@ -56,7 +56,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("sources", nargs=-1, type=click.Path(path_type=str))
+@click.argument("sources", nargs=-1, metavar="SOURCE...", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
 @click.option("--description", help="EXIF ImageDescription for every output (else the source's).")
 @click.option("--copyright", "copyright_", metavar="TEXT",
@@ -84,7 +84,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     done), 2 for usage errors. A failed source leaves no file behind. Running again on the
     same sources with the same settings writes nothing new.
     """
-    from imgwarm.pipeline.batch import collect_sources
+    from imgwarm.pipeline.batch import batch_workers, collect_sources
     from imgwarm.pipeline.metadata import Credits
 
     settings = _settings(ctx, **options)
@@ -93,11 +93,11 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
             "no SOURCE given: name image files or folders "
             "(`imgwarm samples DIR` makes sample photos to try)"
         )
-    paths = collect_sources(sources)
+    paths = collect_sources(sources, skip=[settings.origin_root, settings.manifest_root])
     if not paths:
         raise click.UsageError(f"no image files found in {', '.join(sources)}")
-    _quiet_libvips(settings.effective_workers())
-    credits = Credits(description=description, copyright=copyright_, artist=artist)
+    _quiet_libvips(batch_workers(settings, len(paths)))
+    credits = Credits.given(description=description, copyright=copyright_, artist=artist)
     failed = _run(paths, settings, credits, as_json)
     if not as_json:
         click.echo(f"{len(paths)} source(s): {len(paths) - failed} ok, {failed} failed; "
@@ -110,54 +110,61 @@ def _progress_bar() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                    redirect_stdout=False, redirect_stderr=False)
 
 
 def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> int:
+    """Process the batch; results go to stdout, failures to stderr, the bar (on a terminal,
+    for several sources) to stderr. Returns how many sources failed."""
     from imgwarm.pipeline.batch import run_batch
 
     show_bar = not as_json and sys.stderr.isatty() and len(paths) > 1
     progress = _progress_bar() if show_bar else None  # rich is imported only for a TTY
     failed = 0
+
+    def emit(line: str, err: bool) -> None:
+        stream = sys.stderr if err else sys.stdout
+        if progress is not None and stream.isatty():  # above the bar, on the same terminal
+            progress.console.print(line, markup=False, highlight=False, emoji=False)
+        else:
+            click.echo(line, err=err)
+
     with progress if progress is not None else nullcontext():
         task = progress.add_task("optimizing", total=len(paths)) if progress else None
         for result in run_batch(paths, settings, credits):
             failed += not result.ok
             if as_json:
                 click.echo(report.json_line(result))
-            elif not result.ok:
-                click.echo(report.human_line(result), err=True)
-            elif progress is not None:
-                progress.console.print(report.human_line(result), highlight=False)
             else:
-                click.echo(report.human_line(result))
+                emit(report.human_line(result), err=not result.ok)
             if progress is not None and task is not None:
                 progress.advance(task)
     return failed
 
 
 @cli.command()
-@click.argument("sources", nargs=-1, required=True)
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option("--json", "as_json", is_flag=True, help="One compact JSON object per line.")
+@click.option("--manifest-root", type=click.Path(path_type=Path),
+              help="Where manifests are (default var/manifest).")
 @click.pass_context
-def show(ctx: click.Context, sources: tuple[str, ...]) -> None:
-    """Print the manifest of each SOURCE (a file that was optimized, or a manifest key)."""
+def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
+         manifest_root: Path | None) -> None:
+    """Print the manifest of each SOURCE: a file that was optimized (by its path, even if it
+    has moved since), or a manifest key. Exit status 1 if any has none."""
     from imgwarm.pipeline.optimize import Stores, local_key
 
-    stores = Stores.local(_settings(ctx))
+    manifests = Stores.local(_settings(ctx, manifest_root=manifest_root)).manifests
     missing = 0
     for source in sources:
-        path = Path(source)
-        key = local_key(path) if path.exists() else source
-        try:
-            manifest = stores.manifests.get(key)
-        except ImgwarmError as error:
-            manifest, missing = None, missing + 1
-            click.echo(f"{source}: {error}", err=True)
-            continue
+        manifest = manifests.get(local_key(Path(source))) or manifests.get(source)
         if manifest is None:
             missing += 1
             click.echo(f"{source}: no manifest (not optimized yet, or another manifest root)",
                        err=True)
+        elif as_json:
+            click.echo(manifest.model_dump_json())
         else:
             click.echo(manifest.to_json(), nl=False)
     ctx.exit(EXIT_FAILED if missing else EXIT_OK)

@@ -185,7 +185,8 @@ def _describe(error: ValidationError, cls: type[Settings]) -> str:
             continue
         got = item.get("input")
         lines.append(
-            f"setting {name} ({ENV_PREFIX}{name.upper()}) = {got!r}: {detail}; {_allowed(info)}"
+            f"setting {name} = {got!r} (from an option, {ENV_PREFIX}{name.upper()} or the "
+            f"config file): {detail}; {_allowed(info)}"
         )
     return "invalid settings:\n  " + "\n  ".join(lines)
 

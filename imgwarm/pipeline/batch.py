@@ -15,10 +15,7 @@ from imgwarm.pipeline.metadata import Credits
 from imgwarm.pipeline.optimize import Stores, optimize_file
 
 # What a folder is searched for. A file named on the command line is taken whatever its name.
-IMAGE_SUFFIXES = frozenset(
-    [".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".webp", ".gif", ".tif", ".tiff", ".heic",
-     ".heif", ".avif", ".bmp"]
-)
+IMAGE_SUFFIXES = frozenset([".jpg", ".jpeg", ".jpe", ".jfif", ".png"])
 
 
 @dataclass(frozen=True)
@@ -33,15 +30,17 @@ class SourceResult:
         return self.error is None
 
 
-def collect_sources(arguments: Iterable[str]) -> list[Path]:
-    """Files as named, and image files found recursively (sorted, no hidden ones) in folders;
-    a file reached twice (named, and inside a named folder) is taken once."""
+def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Path]:
+    """Files as named, and JPEG and PNG files found recursively (sorted, no hidden ones) in
+    folders, except under ``skip`` (imgwarm's own output); a file reached twice is taken once."""
+    skipped = {p.resolve() for p in skip}
     found: list[Path] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
             for folder, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                                 and (Path(folder) / d).resolve() not in skipped)
                 found.extend(
                     Path(folder) / f for f in sorted(files)
                     if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_SUFFIXES
@@ -73,6 +72,11 @@ def _size(path: Path) -> int:
         return 0
 
 
+def batch_workers(settings: Settings, sources: int) -> int:
+    """Sources processed at once: the setting (or the cores), but no more than there are."""
+    return min(settings.effective_workers(), max(1, sources))
+
+
 def run_batch(
     paths: list[Path], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
@@ -81,14 +85,18 @@ def run_batch(
     libvips thread per worker keeps cores from being oversubscribed."""
     stores = stores or Stores.local(settings)
     credits = credits or Credits()
-    workers = min(settings.effective_workers(), max(1, len(paths)))
+    workers = batch_workers(settings, len(paths))
     if workers == 1:
         for path in paths:
             yield _one(path, settings, stores, credits)
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm") as pool:
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm")
+    try:
         # Largest first, so that no worker is left alone with a big photo at the end.
         futures = [pool.submit(_one, p, settings, stores, credits)
                    for p in sorted(paths, key=_size, reverse=True)]
         for future in as_completed(futures):
             yield future.result()
+    finally:
+        # On Ctrl-C (or a consumer that stops early) drop the sources not started yet.
+        pool.shutdown(wait=True, cancel_futures=True)

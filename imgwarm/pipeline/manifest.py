@@ -8,7 +8,6 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imgwarm.config import Format
-from imgwarm.exceptions import StorageError
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.storage import Store
 
@@ -48,17 +47,20 @@ class ManifestStore:
         self.layout = layout
 
     def key_path(self, key: str) -> PurePosixPath:
-        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
+        # surrogateescape: a file name that is not UTF-8 is still a key
+        digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
         return self.layout.path_for(f"{digest[:32]}.json", digest)
 
     def get(self, key: str) -> Manifest | None:
+        """The manifest of a key; None when there is none, or it is damaged (the source is
+        then made again, which rewrites it)."""
         raw = self.store.read(self.key_path(key))
         if raw is None:
             return None
         try:
             manifest = Manifest.model_validate_json(raw)
-        except ValidationError as error:
-            raise StorageError(f"manifest of {key!r} is damaged: {error}") from None
+        except ValidationError:
+            return None
         return manifest if manifest.key == key else None
 
     def put(self, manifest: Manifest) -> bool:

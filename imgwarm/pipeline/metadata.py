@@ -28,6 +28,12 @@ class Credits:
     copyright: str | None = None
     artist: str | None = None
 
+    @classmethod
+    def given(cls, description: str | None = None, copyright: str | None = None,
+              artist: str | None = None) -> Credits:
+        """Credits given by a user, trimmed like the source's: blank means "not given"."""
+        return cls(clean_text(description), clean_text(copyright), clean_text(artist))
+
     def merged_over(self, base: Credits) -> Credits:
         """These values where given, else the base's."""
         return replace(

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Literal
 
 import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
+from imgwarm.pipeline.sniff import JPEG, PNG, claimed, sniff
 from imgwarm.pipeline.vipsutil import vips_reason
 
 SourceFormat = Literal["jpeg", "png"]
-
-# libvips picks a loader by sniffing the bytes; its name says what the bytes are.
-_LOADER_FORMAT: dict[str, str] = {
-    "jpegload": "jpeg", "uhdrload": "jpeg", "pngload": "png", "webpload": "WebP",
-    "gifload": "GIF", "heifload": "HEIF/AVIF", "tiffload": "TIFF", "svgload": "SVG",
-    "pdfload": "PDF", "jxlload": "JPEG XL", "jp2kload": "JPEG 2000", "magickload": "BMP/ICO/other",
-    "radload": "Radiance HDR", "ppmload": "PPM", "fitsload": "FITS", "vipsload": "VIPS",
-    "matrixload": "matrix text", "csvload": "CSV", "openexrload": "OpenEXR",
-}
-_PNG_NAMES = {"", ".png"}
-_JPEG_SOI = b"\xff\xd8"
 
 
 @dataclass(frozen=True)
@@ -49,26 +38,25 @@ class Probe:
         return self.width if self.transposed else self.height
 
 
-def _loader_format(image: pyvips.Image) -> str:
-    loader = str(image.get("vips-loader"))
-    base = loader.removesuffix("_buffer").removesuffix("_source")
-    return _LOADER_FORMAT.get(base, loader)
-
-
-def _check_format(kind: str, name: str, settings: Settings) -> SourceFormat:
-    if kind == "jpeg":
+def _accepted(data: bytes, name: str, settings: Settings) -> SourceFormat:
+    kind = sniff(data)
+    if kind == JPEG:
         return "jpeg"
-    suffix = PurePath(name).suffix.lower()
-    if kind == "png" and settings.accept_png and suffix in _PNG_NAMES:
-        return "png"
-    accepted = "JPEG or PNG" if settings.accept_png else "JPEG"
-    if kind == "png" and settings.accept_png:
+    if kind == PNG and settings.accept_png:
+        said = claimed(name)
+        if said in (None, PNG):
+            return "png"
         raise UnsupportedFormat(
-            name, f"the content is a PNG image but the name says {suffix}: refusing a mislabelled "
+            name, f"the content is a PNG image but the name says {said}: refusing a mislabelled "
             "file (rename it .png to convert it as PNG)"
         )
-    raise UnsupportedFormat(name, f"the content is a {kind.upper() if kind == 'png' else kind} "
-                            f"image, not {accepted}")
+    accepted = "JPEG or PNG" if settings.accept_png else "JPEG"
+    if kind is None:
+        raise UnsupportedFormat(
+            name, f"not a recognised image format (starts with {data[:8].hex(' ')}); "
+            f"imgwarm takes {accepted}"
+        )
+    raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
 
 
 def probe(data: bytes, name: str, settings: Settings) -> Probe:
@@ -83,16 +71,13 @@ def probe(data: bytes, name: str, settings: Settings) -> Probe:
             name, f"file is {len(data):,} bytes, over the limit of {settings.max_bytes:,} "
             "(max_bytes)"
         )
+    source_format = _accepted(data, name, settings)
+    load = pyvips.Image.jpegload_buffer if source_format == "jpeg" else pyvips.Image.pngload_buffer
     try:
-        header = pyvips.Image.new_from_buffer(data, "", access="sequential")
+        header = load(data, access="sequential")
     except pyvips.Error as error:
-        if data.startswith(_JPEG_SOI):
-            reason = vips_reason(error, explain=False)
-            raise CorruptImage(name, f"corrupt JPEG header: {reason}") from None
-        raise UnsupportedFormat(
-            name, f"not a recognised image format (starts with {data[:8].hex(' ')})"
-        ) from None
-    source_format = _check_format(_loader_format(header), name, settings)
+        reason = vips_reason(error, explain=False)
+        raise CorruptImage(name, f"corrupt {source_format.upper()} header: {reason}") from None
     width, height = header.width, header.height
     if width * height > settings.max_pixels:
         raise LimitExceeded(

@@ -79,7 +79,8 @@ def test_usage_errors_exit_2(run_cli: Cli, tmp_path: Path) -> None:
     assert run_cli("optimize").exit_code == 2
     result = run_cli("optimize", "--webp-quality", "150", tmp_path)
     assert result.exit_code == 2
-    assert "webp_quality (IMGWARM_WEBP_QUALITY) = 150" in result.stderr
+    assert "setting webp_quality = 150" in result.stderr
+    assert "IMGWARM_WEBP_QUALITY" in result.stderr
     assert "allowed: 1..100" in result.stderr
     result = run_cli("optimize", tmp_path, env={"IMGWARM_WIDTHS": "320,0"})
     assert result.exit_code == 2 and "width 0 is outside 1..16383" in result.stderr
@@ -108,6 +109,28 @@ def test_show_prints_the_manifest(run_cli: Cli, tmp_path: Path) -> None:
     assert all((Path("var/origin") / v["path"]).is_file() for v in manifest["variants"])
     missing = run_cli("show", tmp_path / "never.jpg")
     assert missing.exit_code == 1 and "no manifest" in missing.stderr
+    source.rename(tmp_path / "moved.jpg")  # shown by its old path all the same
+    lines = run_cli("show", "--json", source, source).stdout.splitlines()
+    assert len(lines) == 2 and json.loads(lines[0]) == manifest
+
+
+def test_folder_scan_skips_imgwarm_output(run_cli: Cli, tmp_path: Path) -> None:
+    Path("photo.jpg").write_bytes(bytes(photo(700, 500).jpegsave_buffer()))
+    assert run_cli("optimize", ".").exit_code == 0
+    assert any(p.suffix == ".jpg" for p in all_files(Path("var/origin")))
+    again = run_cli("optimize", "--json", ".")
+    assert again.exit_code == 0
+    assert [json.loads(line)["source"] for line in again.stdout.splitlines()] == ["photo.jpg"]
+
+
+def test_blank_options_do_not_erase_source_text(run_cli: Cli, tmp_path: Path) -> None:
+    source = tmp_path / "c.jpg"
+    source.write_bytes(jpeg_with_exif(photo(400, 300), credits=Credits(description="Cat")))
+    result = run_cli("optimize", "--json", "--description", "  ", "--artist", " Ann ", source)
+    data = json.loads(result.stdout)
+    assert data["description"] == "Cat"
+    exif = piexif.load(str(Path("var/origin") / data["variants"][0]["path"]))
+    assert exif["0th"][piexif.ImageIFD.Artist] == b"Ann"
 
 
 def test_config_shows_effective_settings(run_cli: Cli, tmp_path: Path) -> None:
@@ -161,8 +184,12 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
 
     folder = tmp_path / "many"
     folder.mkdir()
-    for i in range(4):
-        (folder / f"p{i}.jpg").write_bytes(bytes(photo(300, 200, seed=i).jpegsave_buffer()))
+    # Paths that rich would read as markup: "[red]" styles, "[/b]" (a folder "[" holding
+    # "b].jpg") raises MarkupError.
+    (folder / "[").mkdir()
+    names = ["p0.jpg", "p1.jpg", "[red]x.jpg", "[/b].jpg"]
+    for i, name in enumerate(names):
+        (folder / name).write_bytes(bytes(photo(300, 200, seed=i).jpegsave_buffer()))
     exe = Path(sys.executable).with_name("imgwarm")
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
     env |= {"TERM": "xterm", "COLUMNS": "100"}
@@ -184,3 +211,4 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert done.returncode == 0, text
     assert "optimizing" in text and "4/4" in text
     assert text.count("done") >= 4
+    assert "[red]x.jpg" in text and "[/b].jpg" in text

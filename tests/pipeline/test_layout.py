@@ -37,12 +37,23 @@ def test_100k_names_keep_every_folder_within_255() -> None:
     assert counts[PurePosixPath(".")] == 128  # 7 bits a level: the largest power of 2 <= 255
 
 
+def _leaf_index(hashes: np.ndarray, layout: Layout) -> np.ndarray:
+    """The leaf folder number of 64-bit hash values: their top bits, as folder_for reads."""
+    return (hashes >> np.uint64(64 - layout.bits * layout.levels)).astype(np.int64)
+
+
 def test_default_layout_holds_16_million_files() -> None:
-    """16M uniformly random hashes (what SHA-256 gives): the fullest leaf stays far below 255."""
+    """16M uniformly random 64-bit hashes (what SHA-256 gives), placed as folder_for places
+    them: the fullest leaf folder stays far below 255."""
     layout = Layout()
     rng = np.random.default_rng(2026)
-    leaves = rng.integers(0, layout.leaves, size=16_000_000, dtype=np.int64)
-    fullest = int(np.bincount(leaves, minlength=layout.leaves).max())
+    sample = rng.integers(0, 2**63, size=2_000, dtype=np.uint64) * np.uint64(2)
+    for value, leaf in zip(sample.tolist(), _leaf_index(sample, layout).tolist(), strict=True):
+        parts = layout.folder_for(f"{value:016x}").parts
+        assert leaf == sum(int(p, 16) << (layout.bits * (2 - i)) for i, p in enumerate(parts))
+    hashes = rng.integers(0, 2**63, size=16_000_000, dtype=np.uint64) * np.uint64(2)
+    hashes |= rng.integers(0, 2, size=hashes.size, dtype=np.uint64)
+    fullest = int(np.bincount(_leaf_index(hashes, layout), minlength=layout.leaves).max())
     assert fullest < 64, fullest
     assert 2**layout.bits <= 255
 

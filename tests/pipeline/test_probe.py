@@ -27,7 +27,7 @@ def test_png_accepted_when_bytes_and_name_say_png(settings: Settings) -> None:
 @pytest.mark.parametrize("name", ["cogs.jpg", "cogs.jpeg", "cogs.webp"])
 def test_png_renamed_is_refused_saying_what_it_is(settings: Settings, name: str) -> None:
     data = bytes(photo(50, 40).pngsave_buffer())
-    with pytest.raises(UnsupportedFormat, match=r"content is a PNG image but the name says"):
+    with pytest.raises(UnsupportedFormat, match=r"content is a PNG image but the name says "):
         probe(data, name, settings)
 
 
@@ -83,3 +83,29 @@ def test_orientation_out_of_range_reads_as_1(settings: Settings, tag: int, expec
     assert info.orientation == expected
     swapped = expected >= 5
     assert (info.displayed_width, info.displayed_height) == ((40, 60) if swapped else (60, 40))
+
+
+@pytest.mark.parametrize("name", ["upload.tmp", "phpA1b2C3", "x.png", "x.PNG"])
+def test_png_under_a_neutral_name_is_accepted(settings: Settings, name: str) -> None:
+    data = bytes(photo(50, 40).pngsave_buffer())
+    assert probe(data, name, settings).format == "png"
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [(lambda: photo(40, 30).gifsave_buffer(), "GIF"),
+     (lambda: photo(40, 30).tiffsave_buffer(), "TIFF"),
+     (lambda: b"<svg xmlns='http://www.w3.org/2000/svg'/>", "SVG"),
+     (lambda: b"%PDF-1.4\n", "PDF")],
+)
+def test_other_formats_are_named_not_decoded(settings: Settings, make: object,
+                                             what: str) -> None:
+    data = bytes(make())  # type: ignore[operator]
+    with pytest.raises(UnsupportedFormat, match=rf"the content is a {what}"):
+        probe(data, "upload.jpg", settings)
+
+
+def test_corrupt_png_header(settings: Settings) -> None:
+    data = bytes(photo(50, 40).pngsave_buffer())
+    with pytest.raises(CorruptImage, match="corrupt PNG header"):
+        probe(data[:20], "cut.png", settings)
