@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from imgwarm.pipeline.layout import join_under
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
+STALE_TEMP_SECONDS = 3600
 
 
 class Store(Protocol):
@@ -86,11 +88,30 @@ class LocalStore:
             self.path(key).unlink()
 
     def _check_room(self, folder: Path) -> None:
-        """Refuse to grow a folder past the entry limit (the temp file counts as the +1)."""
-        with os.scandir(folder) as entries:
-            count = sum(1 for _ in entries)
+        """Refuse to grow a folder past the entry limit (the temp file counts as the +1).
+        Temp files a crash left behind are cleared first when they are in the way."""
+        count = self._entries(folder)
+        if count + 1 > self.max_entries and self._clear_stale_temps(folder):
+            count = self._entries(folder)
         if count + 1 > self.max_entries:
             raise LayoutError(
                 f"folder {folder} already holds {count} entries (max_dir_entries = "
                 f"{self.max_entries}); add shard_levels for a store this large"
             )
+
+    @staticmethod
+    def _entries(folder: Path) -> int:
+        with os.scandir(folder) as entries:
+            return sum(1 for _ in entries)
+
+    @staticmethod
+    def _clear_stale_temps(folder: Path) -> bool:
+        """Remove temp files older than STALE_TEMP_SECONDS (a live writer's are younger)."""
+        cleared = False
+        cutoff = time.time() - STALE_TEMP_SECONDS
+        for temp in folder.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                if temp.stat().st_mtime < cutoff:
+                    temp.unlink()
+                    cleared = True
+        return cleared

@@ -83,6 +83,18 @@ def test_store_refuses_to_overfill_a_folder(tmp_path: Path) -> None:
     assert len(os.listdir(tmp_path / "leaf")) == 16
 
 
+def test_stale_temp_files_do_not_hold_the_limit(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, max_entries=16, fsync=False)
+    for i in range(15):
+        store.write(f"leaf/f{i}", b"x")
+    crashed = tmp_path / "leaf" / ".tmp-crashed.part"  # left by a writer that died
+    crashed.write_bytes(b"half")
+    os.utime(crashed, (0, 0))
+    assert store.write("leaf/f15", b"x")
+    assert not crashed.exists()
+    assert len(os.listdir(tmp_path / "leaf")) == 16
+
+
 @pytest.mark.parametrize(
     "key",
     ["../etc/passwd", "a/../../b", "/abs/path", "", "a//b", "a/./b", "a\\..\\b", "a\x00b",
