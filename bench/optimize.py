@@ -79,6 +79,8 @@ CONTENDERS: dict[str, str] = {
 
 
 # --- what to make: the same plan as imgwarm.pipeline.variants ----------------------------------
+# Copied, not imported: importing imgwarm loads pydantic, Pillow and the rest, and the floor's
+# and Pillow's processes must carry none of that into the time and memory measured.
 
 
 def plan_widths(source_width: int, widths: Sequence[int] = WIDTHS) -> list[int]:
@@ -96,8 +98,8 @@ def height_for(width: int, source_width: int, source_height: int) -> int:
 
 
 def _floor_one(src: Path, out: Path, copy_memory: bool = True) -> tuple[int, int]:
-    """As specified, each resized variant is computed lazily by each of its two encoders
-    (so twice); ``copy_memory`` resamples once into memory, as imgwarm does."""
+    """``copy_memory`` resamples each width once into memory, as imgwarm does; without it
+    (--floor-lazy) each of the two encoders computes the resized variant again."""
     import pyvips
 
     header = pyvips.Image.new_from_file(str(src))  # the header only: plan the widths

@@ -97,8 +97,3 @@ def stray_bytes_jpeg() -> bytes:
     at = data.find(b"\xff\xdb")
     return data[:at] + b"\x00\x01\x02\x03" + data[at:]
 
-
-def largest(manifest: object, fmt: str) -> object:
-    """The widest variant of a format in a manifest."""
-    variants = [v for v in manifest.variants if v.format == fmt]  # type: ignore[attr-defined]
-    return max(variants, key=lambda v: v.width)

@@ -15,7 +15,7 @@ from imgwarm.exceptions import ImgwarmError, LimitExceeded, StorageError
 from imgwarm.pipeline.optimize import Stores, local_key, optimize_file
 from imgwarm.pipeline.storage import LocalStore
 from tests.conftest import all_files
-from tests.images import Credits, jpeg_with_exif, mean_abs_diff, photo
+from tests.images import Credits, decode, jpeg_with_exif, mean_abs_diff, photo
 from tests.pipeline.helpers import run
 
 NAME = re.compile(r"(?:([a-z0-9-]+)\.)?([0-9a-f]{16,64})\.(webp|jpg|avif)")
@@ -43,17 +43,11 @@ def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
             match = NAME.fullmatch(path.name)
             assert match and match.group(1) == "my-bike" and match.group(3) == ext
             assert hashlib.sha256(data).hexdigest().startswith(match.group(2))
-            image = imgwarm_decode(path)
+            image = decode(path)
             assert (image.width, image.height) == (variant.width, variant.height)
             assert mean_abs_diff(image, upright) < 3.0
-    jpeg = imgwarm_decode(settings.origin_root / manifest.variants[-1].path)
+    jpeg = decode(settings.origin_root / manifest.variants[-1].path)
     assert jpeg.get("interlaced") == 1  # progressive
-
-
-def imgwarm_decode(path: Path):  # type: ignore[no-untyped-def]
-    import pyvips
-
-    return pyvips.Image.new_from_file(str(path))
 
 
 def test_rerun_writes_nothing(settings: Settings) -> None:

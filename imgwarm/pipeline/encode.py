@@ -32,15 +32,16 @@ def check_encodable(
     name: str, widths: list[int], width: int, height: int, formats: list[Format]
 ) -> None:
     """Refuse, before any decoding, variants a format cannot hold (a 200x17000 strip has no
-    WebP). ``width`` x ``height`` is the displayed source size."""
+    WebP). ``width`` x ``height`` is the displayed source size; ``widths`` are sorted, so the
+    widest variant is the largest."""
+    w = widths[-1]
+    h = height_for(w, width, height)
     for fmt in formats:
-        for w in widths:
-            h = height_for(w, width, height)
-            if max(w, h) > MAX_SIDE[fmt]:
-                raise LimitExceeded(
-                    name, f"a {w}x{h} variant is larger than {fmt} allows "
-                    f"({MAX_SIDE[fmt]} pixels a side)"
-                )
+        if max(w, h) > MAX_SIDE[fmt]:
+            raise LimitExceeded(
+                name, f"a {w}x{h} variant is larger than {fmt} allows "
+                f"({MAX_SIDE[fmt]} pixels a side)"
+            )
 
 
 class Frame:
@@ -66,8 +67,8 @@ class Frame:
 
 def encode(frame: Frame, fmt: Format, settings: Settings, exif: bytes | None) -> bytes:
     """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata."""
-    extra = {"exif": exif} if exif else {}
     out = io.BytesIO()
+    extra = {"exif": exif} if exif else {}  # for Pillow's encoders
     if fmt == "jpeg":
         image = frame.image
         if image.hasalpha():

@@ -63,10 +63,6 @@ class ManifestStore:
             return None
         return manifest if manifest.key == key else None
 
-    def put(self, manifest: Manifest) -> bool:
-        """Store it; True when anything changed (a re-run writes nothing)."""
-        if self.get(manifest.key) == manifest:
-            return False
-        return self.store.write(
-            self.key_path(manifest.key), manifest.to_json().encode(), replace=True
-        )
+    def put(self, manifest: Manifest) -> None:
+        """Store it, replacing the key's previous manifest."""
+        self.store.write(self.key_path(manifest.key), manifest.to_json().encode(), replace=True)

@@ -48,11 +48,15 @@ def vips_reason(error: pyvips.Error, *, explain: bool = True) -> str:
     return detail
 
 
+def _is_benign(line: str) -> bool:
+    return any(b in line for b in _BENIGN)
+
+
 def benign(reason: str) -> bool:
     """True when every libjpeg complaint in ``reason`` is a harmless one."""
     complaints = [line for line in re.split(r"[;\n]", reason) if "Corrupt JPEG data" in line
                   or "VipsJpeg" in line]
-    return bool(complaints) and all(any(b in line for b in _BENIGN) for line in complaints)
+    return bool(complaints) and all(map(_is_benign, complaints))
 
 
 def clear_errors() -> None:
@@ -79,8 +83,7 @@ class Warnings:
 
     def harmless(self) -> bool:
         """All warnings shown are benign, and none went unshown (libvips shows the first)."""
-        shown = [line for line in self.lines if any(b in line for b in _BENIGN)]
-        return len(shown) == len(self.lines) and self.count <= max(1, len(shown))
+        return all(map(_is_benign, self.lines)) and self.count <= max(1, len(self.lines))
 
 
 @contextmanager

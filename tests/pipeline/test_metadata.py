@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import piexif
 import pytest
 import pyvips
@@ -24,7 +26,7 @@ GPS = {
 def source(ifd0: dict[int, object], gps: bool = False) -> bytes:
     data = bytes(photo(700, 500).jpegsave_buffer(Q=90, keep="none"))
     exif = {"0th": ifd0, "GPS": GPS if gps else {}}
-    out = __import__("io").BytesIO()
+    out = io.BytesIO()
     piexif.insert(piexif.dump(exif), data, out)
     return out.getvalue()
 

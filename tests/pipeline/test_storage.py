@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from imgwarm.exceptions import StorageError
 from imgwarm.pipeline.storage import TEMP_PREFIX, LocalStore
 
 
@@ -22,10 +25,6 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "taken").mkdir()  # a folder where the file should go: rename fails
-    try:
+    with pytest.raises(StorageError, match="cannot write"):
         store.write("x/taken", b"data", replace=True)
-    except Exception as error:
-        assert "cannot write" in str(error)
-    else:
-        raise AssertionError("writing over a folder should fail")
     assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["taken"]
