@@ -1,27 +1,35 @@
 """imgwarm: photos in, compact web variants out, named by content hash, laid out for nginx.
 
-Web apps call :func:`optimize` on upload::
+Web apps call :func:`optimize` on upload (in-process)::
 
     import imgwarm
     manifest = imgwarm.optimize("upload.jpg", description="Red bicycle", widths=[320, 640])
     for variant in manifest.variants:
         print(variant.format, variant.width, variant.path)
+
+or, with workers (``imgwarm worker``) on a Redis broker, queue the stored original's key::
+
+    job = imgwarm.enqueue("uploads/2026/bike.jpg", description="Red bicycle")
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import ImgwarmError, SourceError
 from imgwarm.pipeline.manifest import Manifest, Variant
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.pipeline.origin import Stores
+
+if TYPE_CHECKING:
+    from imgwarm.workers.jobs import Job
 
 __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant",
-    "load_settings", "optimize",
+    "enqueue", "load_settings", "optimize",
 ]
 __version__ = "0.1.0"
 
@@ -52,3 +60,21 @@ def optimize(
         Path(path), settings=settings, stores=Stores.local(settings), credits=credits, key=key
     )
     return outcome.manifest
+
+
+def enqueue(
+    key: str,
+    *,
+    settings: Settings | None = None,
+    description: str | None = None,
+    copyright: str | None = None,
+    artist: str | None = None,
+) -> Job:
+    """Queue the original stored at ``key`` in the origin (S3 key under the prefix, or path
+    under origin_root) for the workers, and return at once. ``job.wait()`` blocks until it
+    ends; ``imgwarm status KEY`` tells where it stands. Raises LayoutError for an unsafe key
+    and BrokerError when Redis cannot be reached (nothing is queued then)."""
+    from imgwarm.workers.jobs import enqueue as enqueue_job
+
+    return enqueue_job(key, description=description, copyright=copyright, artist=artist,
+                       settings=settings)

@@ -8,7 +8,10 @@ ImgwarmError
 │   ├── LimitExceeded        file size or pixel count over the limit, found on the header
 │   └── CorruptImage         header or pixel data is damaged or uses an unsupported coding
 ├── LayoutError          a key or path would escape a root, or a folder would overflow
-└── StorageError         writing to or reading from the origin or manifest store failed
+├── StorageError         writing to or reading from the origin or manifest store failed
+│   └── TransientStorageError   a fault that retrying may cure (S3 5xx, timeout, connection)
+├── BrokerError          the queue (Redis) cannot be reached: nothing was queued
+└── JobFailed            a queued job ended in failure (its message is the one clear line)
 
 Every SourceError carries the source it is about, so its str() is the one clear line that
 DESIGN.md asks for: "<source>: <what is wrong>".
@@ -46,6 +49,12 @@ class LimitExceeded(SourceError):
     """The source is larger than a configured limit (checked before decoding)."""
 
 
+def too_large(source: str, size: int, limit: int) -> LimitExceeded:
+    return LimitExceeded(
+        source, f"file is {size:,} bytes, over the limit of {limit:,} (max_bytes)"
+    )
+
+
 class CorruptImage(SourceError):
     """The source's header or pixel data is damaged, or its coding is unsupported."""
 
@@ -56,3 +65,17 @@ class LayoutError(ImgwarmError):
 
 class StorageError(ImgwarmError):
     """Reading or writing stored files failed (disk full, permissions...)."""
+
+
+class TransientStorageError(StorageError):
+    """A storage fault that may pass: S3 5xx or throttling, timeouts, refused connections.
+    Queued jobs retry on it, with backoff."""
+
+
+class BrokerError(ImgwarmError):
+    """The broker or result backend cannot be reached; the message says what was not queued."""
+
+
+class JobFailed(ImgwarmError):
+    """A queued job failed for good. Raised by the worker's task with the message only, so
+    that Celery's JSON serializer can carry it to whoever waits on the job."""

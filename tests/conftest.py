@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 
 from imgwarm.cli.main import cli
 from imgwarm.config import Settings, load_settings
-from imgwarm.pipeline.optimize import Stores
+from imgwarm.pipeline.origin import Stores
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -26,7 +26,8 @@ from PIL import Image
 
 from imgwarm.config import load_settings
 from imgwarm.exceptions import SourceError
-from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.pipeline.origin import Stores
 from imgwarm.pipeline.variants import plan_widths
 from tests.conftest import all_files, corpus_dir
 from tests.images import mean_abs_diff, mean_delta_e, pillow_reference

@@ -12,7 +12,8 @@ import pytest
 import imgwarm
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LimitExceeded, StorageError
-from imgwarm.pipeline.optimize import Stores, local_key, optimize_file
+from imgwarm.pipeline.optimize import local_key, optimize_file
+from imgwarm.pipeline.origin import Stores
 from imgwarm.pipeline.storage import LocalStore
 from tests.conftest import all_files
 from tests.images import Credits, decode, jpeg_with_exif, mean_abs_diff, photo

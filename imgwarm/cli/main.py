@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
-import logging
 import sys
+from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from imgwarm.cli import report
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import ImgwarmError, SettingsError
+
+if TYPE_CHECKING:
+    from imgwarm.pipeline.batch import SourceResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -23,17 +26,6 @@ def _settings(ctx: click.Context, **overrides: Any) -> Settings:
         return load_settings(ctx.obj.get("config"), **overrides)
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
-
-
-def _quiet_libvips(workers: int) -> None:
-    """libvips logs every warning it survives; we report errors ourselves. One libvips thread
-    per worker keeps (workers x threads) within the cores; no operation cache saves memory."""
-    import pyvips
-
-    logging.getLogger("pyvips").setLevel(logging.CRITICAL)
-    pyvips.cache_set_max(0)
-    if workers > 1:
-        pyvips.concurrency_set(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,14 +70,19 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
              description: str | None, copyright_: str | None, artist: str | None,
              **options: Any) -> None:
-    """Make the web variants of each SOURCE (image files, or folders searched recursively).
+    """Make the web variants of each SOURCE (image files, or folders searched recursively),
+    in this process.
+
+    With IMGWARM_ORIGIN=s3, each SOURCE is instead the key of an original in the bucket, and
+    variants and manifests go to the bucket.
 
     Exit status: 0 when every source succeeded, 1 when any failed (the others are still
     done), 2 for usage errors. A failed source leaves no file behind. Running again on the
     same sources with the same settings writes nothing new.
     """
-    from imgwarm.pipeline.batch import batch_workers, collect_sources
+    from imgwarm.pipeline.batch import batch_workers, collect_sources, run_batch, run_keys
     from imgwarm.pipeline.metadata import Credits
+    from imgwarm.pipeline.vipsutil import configure_libvips
 
     settings = _settings(ctx, **options)
     if not sources:
@@ -93,16 +90,35 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
             "no SOURCE given: name image files or folders "
             "(`imgwarm samples DIR` makes sample photos to try)"
         )
-    paths = collect_sources(sources, skip=[settings.origin_root, settings.manifest_root])
-    if not paths:
-        raise click.UsageError(f"no image files found in {', '.join(sources)}")
-    _quiet_libvips(batch_workers(settings, len(paths)))
     credits = Credits.given(description=description, copyright=copyright_, artist=artist)
-    failed = _run(paths, settings, credits, as_json)
+    if settings.origin == "s3":
+        keys = list(dict.fromkeys(sources))
+        _check_keys(keys)
+        configure_libvips(batch_workers(settings, len(keys)))
+        results = run_keys(keys, settings, credits)
+        count, where = len(keys), f"s3://{settings.s3_bucket}/{settings.s3_prefix}"
+    else:
+        paths = collect_sources(sources, skip=[settings.origin_root, settings.manifest_root])
+        if not paths:
+            raise click.UsageError(f"no image files found in {', '.join(sources)}")
+        configure_libvips(batch_workers(settings, len(paths)))
+        results = run_batch(paths, settings, credits)
+        count, where = len(paths), str(settings.origin_root)
+    failed = _report(results, count, as_json, "optimizing")
     if not as_json:
-        click.echo(f"{len(paths)} source(s): {len(paths) - failed} ok, {failed} failed; "
-                   f"variants in {settings.origin_root}", err=True)
+        click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "
+                   f"variants in {where}", err=True)
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _check_keys(keys: list[str]) -> None:
+    from imgwarm.exceptions import LayoutError
+    from imgwarm.workers.jobs import check_keys
+
+    try:
+        check_keys(keys)
+    except LayoutError as error:
+        raise click.UsageError(str(error)) from None
 
 
 def _progress_bar() -> Any:
@@ -114,12 +130,10 @@ def _progress_bar() -> Any:
                     redirect_stdout=False, redirect_stderr=False)
 
 
-def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> int:
-    """Process the batch; results go to stdout, failures to stderr, the bar (on a terminal,
-    for several sources) to stderr. Returns how many sources failed."""
-    from imgwarm.pipeline.batch import run_batch
-
-    show_bar = not as_json and sys.stderr.isatty() and len(paths) > 1
+def _report(results: Iterable[SourceResult], total: int, as_json: bool, doing: str) -> int:
+    """Show results as they come: to stdout, failures to stderr, the bar (on a terminal, for
+    several sources) to stderr. Returns how many sources failed."""
+    show_bar = not as_json and sys.stderr.isatty() and total > 1
     progress = _progress_bar() if show_bar else None  # rich is imported only for a TTY
     failed = 0
 
@@ -131,8 +145,8 @@ def _run(paths: list[Path], settings: Settings, credits: Any, as_json: bool) -> 
             click.echo(line, err=err)
 
     with progress if progress is not None else nullcontext():
-        task = progress.add_task("optimizing", total=len(paths)) if progress else None
-        for result in run_batch(paths, settings, credits):
+        task = progress.add_task(doing, total=total) if progress else None
+        for result in results:
             failed += not result.ok
             if as_json:
                 click.echo(report.json_line(result))
@@ -153,7 +167,8 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
          manifest_root: Path | None) -> None:
     """Print the manifest of each SOURCE: a file that was optimized (by its path, even if it
     has moved since), or a manifest key. Exit status 1 if any has none."""
-    from imgwarm.pipeline.optimize import Stores, local_key
+    from imgwarm.pipeline.optimize import local_key
+    from imgwarm.pipeline.origin import Stores
 
     manifests = Stores.local(_settings(ctx, manifest_root=manifest_root)).manifests
     missing = 0
@@ -168,6 +183,111 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         else:
             click.echo(manifest.to_json(), nl=False)
     ctx.exit(EXIT_FAILED if missing else EXIT_OK)
+
+
+def _credit_options(command: Any) -> Any:
+    for option in reversed([
+        click.option("--description", help="EXIF ImageDescription (else the source's)."),
+        click.option("--copyright", "copyright_", metavar="TEXT",
+                     help="EXIF Copyright (else the source's)."),
+        click.option("--artist", help="EXIF Artist (else the source's)."),
+    ]):
+        command = option(command)
+    return command
+
+
+@cli.command()
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+@_credit_options
+@click.option("--wait", is_flag=True,
+              help="Block until each job ends; exit 1 if any failed.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="With --wait: count a job still running after this long as failed.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object per key per line (with --wait: the optimize --json one).")
+@click.pass_context
+def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | None,
+            copyright_: str | None, artist: str | None, wait: bool, timeout: float | None,
+            as_json: bool) -> None:
+    """Queue each KEY (an original in the origin: a path under origin_root, or an S3 key
+    under the prefix) for the workers (`imgwarm worker`).
+
+    Keys with '..', absolute paths or control characters are refused before anything is
+    queued (exit 2). If Redis cannot be reached, nothing is silently dropped: the message
+    says which keys were queued and the exit status is 1.
+    """
+    from imgwarm.pipeline.metadata import Credits
+    from imgwarm.workers.jobs import enqueue_all
+
+    settings = _settings(ctx)
+    unique = list(dict.fromkeys(keys))
+    _check_keys(unique)
+    credits = Credits.given(description=description, copyright=copyright_, artist=artist)
+    jobs = enqueue_all(unique, settings, credits)
+    if not wait:
+        for job in jobs:
+            click.echo(json.dumps({"source": job.key, "queued": True, "job": job.id},
+                                  ensure_ascii=False) if as_json else f"queued    {job.key}")
+        return
+    results: Iterable[SourceResult] = (job.wait(timeout) for job in jobs)
+    failed = _report(results, len(jobs), as_json, "waiting")
+    ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                               "help_option_names": ["-h"]})
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]")
+@click.pass_context
+def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
+    """Run a queue worker: a real Celery worker that takes jobs from the broker
+    (IMGWARM_BROKER_URL), reads originals from the origin and writes variants and manifests.
+
+    Any `celery worker` option is passed on (`imgwarm worker --help` lists them):
+    --concurrency N (default: the workers setting, one process per core), --loglevel
+    (default INFO), -n/--hostname, --max-tasks-per-child... Run one per machine against the
+    same Redis and bucket. SIGTERM finishes the jobs in hand; a worker killed outright has
+    its jobs handed to another after visibility_timeout.
+    """
+    from imgwarm.workers.app import make_app
+
+    settings = _settings(ctx)
+    given = " ".join(celery_args)
+    argv = ["worker"]
+    if not any(a in ("-c",) or a.startswith("--concurrency") for a in celery_args):
+        argv += ["--concurrency", str(settings.effective_workers())]
+    if "--loglevel" not in given and "-l" not in celery_args:
+        argv += ["--loglevel", "INFO"]
+    make_app(settings, role="worker").worker_main([*argv, *celery_args])
+
+
+@cli.command()
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per key per line.")
+@click.pass_context
+def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
+    """Say where each queued KEY stands: queued, running, retrying, done (with its
+    variants), failed (with the reason) or unknown (never queued, or forgotten and never
+    made).
+
+    Exit status: 0 when no key failed or is unknown, 1 otherwise.
+    """
+    from imgwarm.cli.report import summarize
+    from imgwarm.workers.jobs import describe, job_status
+
+    settings = _settings(ctx)
+    bad = 0
+    for key in dict.fromkeys(keys):
+        found = job_status(key, settings)
+        bad += found.state in ("failed", "unknown")
+        if as_json:
+            click.echo(describe(found))
+        elif found.state == "done" and found.manifest is not None:
+            click.echo(f"{'done':9} {key}  {summarize(found.manifest)}")
+        elif found.error:
+            click.echo(f"{found.state:9} {found.error}", err=found.state == "failed")
+        else:
+            click.echo(f"{found.state:9} {key}", err=found.state == "unknown")
+    ctx.exit(EXIT_FAILED if bad else EXIT_OK)
 
 
 @cli.command("config")

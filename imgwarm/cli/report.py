@@ -11,18 +11,7 @@ from imgwarm.pipeline.manifest import Manifest
 
 def result_object(result: SourceResult) -> dict[str, Any]:
     """The ``--json`` object of a source (the shape is a public contract)."""
-    if result.manifest is None:
-        return {"source": result.source, "ok": False, "error": result.error}
-    m = result.manifest
-    return {
-        "source": result.source,
-        "ok": True,
-        "width": m.width,
-        "height": m.height,
-        "description": m.description,
-        "copyright": m.copyright,
-        "variants": [v.model_dump() for v in m.variants],
-    }
+    return result.to_object()
 
 
 def json_line(result: SourceResult) -> str:

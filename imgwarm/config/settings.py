@@ -96,6 +96,62 @@ class Settings(BaseSettings):
     )
     fsync: bool = Field(True, description="fsync each file before renaming it into place.")
 
+    # Origin: where originals are read by key, and variants and manifests are written.
+    origin: Literal["local", "s3"] = Field(
+        "local",
+        description="Origin storage: local (origin_root and manifest_root) or s3 (s3_bucket).",
+    )
+    s3_bucket: str | None = Field(None, description="S3 bucket of the origin (origin = s3).")
+    s3_prefix: str = Field(
+        "", description="Key prefix in the bucket for originals, variants and manifests."
+    )
+    s3_endpoint_url: str | None = Field(
+        None, description="S3 endpoint for MinIO, Ceph, R2... (default: AWS)."
+    )
+    s3_region: str | None = Field(None, description="S3 region (default: the AWS chain's).")
+    s3_timeout: float = Field(
+        10.0, gt=0, le=600, description="Seconds to connect to, or wait on, the S3 endpoint."
+    )
+
+    # Queue: Celery on Redis.
+    broker_url: str = Field("redis://127.0.0.1:6379/0", description="Celery broker URL.")
+    result_backend: str = Field(
+        "redis://127.0.0.1:6379/0", description="Celery result backend URL (job states)."
+    )
+    broker_timeout: float = Field(
+        3.0, gt=0, le=120,
+        description="Seconds enqueue and status wait for the broker before failing.",
+    )
+    task_soft_time_limit: int = Field(
+        120, ge=1, le=86400, description="Seconds a job may run before it is told to stop."
+    )
+    task_time_limit: int = Field(
+        180, ge=1, le=86400,
+        description="Seconds after which a job's worker process is killed (above the soft one).",
+    )
+    task_max_retries: int = Field(
+        8, ge=0, le=100, description="Retries of a job after transient faults (S3, network)."
+    )
+    retry_backoff_max: int = Field(
+        60, ge=1, le=3600,
+        description="Longest wait, in seconds, between retries (exponential, with jitter).",
+    )
+    visibility_timeout: int = Field(
+        600, ge=2, le=86400,
+        description="Seconds after which a job taken by a worker that died is given to "
+        "another; above task_time_limit and retry_backoff_max.",
+    )
+    worker_max_tasks_per_child: int = Field(
+        500, ge=1, description="Jobs a worker process runs before it is replaced."
+    )
+    worker_max_memory_mib: int = Field(
+        1024, ge=64,
+        description="A worker process above this resident memory is replaced after its job.",
+    )
+    result_expires: int = Field(
+        7 * 86400, ge=60, description="Seconds job states are kept for `imgwarm status`."
+    )
+
     @field_validator("widths", "formats", mode="before")
     @classmethod
     def _csv(cls, value: Any) -> Any:
@@ -117,6 +173,30 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("at least one format is needed")
         return [f for f in FORMAT_ORDER if f in value]
+
+    @field_validator("s3_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        prefix = value.strip("/")
+        if any(part in ("..", ".") for part in prefix.split("/")) or "//" in prefix:
+            raise ValueError("'..', '.' and empty segments are not allowed")
+        return f"{prefix}/" if prefix else ""
+
+    @model_validator(mode="after")
+    def _queue_limits_agree(self) -> Settings:
+        if self.task_time_limit <= self.task_soft_time_limit:
+            raise ValueError(
+                f"task_time_limit={self.task_time_limit} must be above "
+                f"task_soft_time_limit={self.task_soft_time_limit}"
+            )
+        if self.visibility_timeout <= max(self.task_time_limit, self.retry_backoff_max):
+            raise ValueError(
+                f"visibility_timeout={self.visibility_timeout} must be above task_time_limit "
+                f"and retry_backoff_max, or running jobs would be handed out twice"
+            )
+        if self.origin == "s3" and not self.s3_bucket:
+            raise ValueError("origin = s3 needs s3_bucket (IMGWARM_S3_BUCKET)")
+        return self
 
     @model_validator(mode="after")
     def _shards_fit_the_hash(self) -> Settings:

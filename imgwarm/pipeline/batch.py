@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, UnreadableSource
 from imgwarm.pipeline.manifest import Manifest
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.optimize import Outcome, optimize_file, optimize_key
+from imgwarm.pipeline.origin import Stores
 
 # What a folder is searched for. A file named on the command line is taken whatever its name.
 IMAGE_SUFFIXES = frozenset([".jpg", ".jpeg", ".jpe", ".jfif", ".png"])
@@ -28,6 +30,21 @@ class SourceResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def to_object(self) -> dict[str, Any]:
+        """The ``--json`` object of a source (the shape is a public contract)."""
+        if self.manifest is None:
+            return {"source": self.source, "ok": False, "error": self.error}
+        m = self.manifest
+        return {
+            "source": self.source,
+            "ok": True,
+            "width": m.width,
+            "height": m.height,
+            "description": m.description,
+            "copyright": m.copyright,
+            "variants": [v.model_dump() for v in m.variants],
+        }
 
 
 def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Path]:
@@ -53,16 +70,30 @@ def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list
     return list(unique.values())
 
 
-def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+def _guarded(source: str, work: Callable[[], Outcome]) -> SourceResult:
     try:
+        outcome = work()
+    except ImgwarmError as error:
+        return SourceResult(source, error=str(error))
+    except Exception as error:  # a bug must cost one source, not the batch
+        return SourceResult(source, error=f"{source}: internal error: {error!r}")
+    return SourceResult(source, manifest=outcome.manifest, reused=outcome.reused)
+
+
+def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+    def work() -> Outcome:
         if not path.exists():
             raise UnreadableSource(str(path), "no such file or folder")
-        outcome = optimize_file(path, settings=settings, stores=stores, credits=credits)
-    except ImgwarmError as error:
-        return SourceResult(str(path), error=str(error))
-    except Exception as error:  # a bug must cost one source, not the batch
-        return SourceResult(str(path), error=f"{path}: internal error: {error!r}")
-    return SourceResult(str(path), manifest=outcome.manifest, reused=outcome.reused)
+        return optimize_file(path, settings=settings, stores=stores, credits=credits)
+
+    return _guarded(str(path), work)
+
+
+def one_key(key: str, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+    """One original from the origin, by key."""
+    return _guarded(
+        key, lambda: optimize_key(key, settings=settings, stores=stores, credits=credits)
+    )
 
 
 def _size(path: Path) -> int:
@@ -77,6 +108,27 @@ def batch_workers(settings: Settings, sources: int) -> int:
     return min(settings.effective_workers(), max(1, sources))
 
 
+Item = TypeVar("Item")
+
+
+def _parallel(
+    items: list[Item], work: Callable[[Item], SourceResult], workers: int
+) -> Iterator[SourceResult]:
+    """Results as items finish, ``workers`` at a time, in the order given."""
+    if workers == 1:
+        for item in items:
+            yield work(item)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm")
+    try:
+        futures = [pool.submit(work, item) for item in items]
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        # On Ctrl-C (or a consumer that stops early) drop the items not started yet.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_batch(
     paths: list[Path], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
@@ -84,19 +136,19 @@ def run_batch(
     """Results as sources finish. Threads, not processes: libvips releases the GIL, and one
     libvips thread per worker keeps cores from being oversubscribed."""
     stores = stores or Stores.local(settings)
-    credits = credits or Credits()
-    workers = batch_workers(settings, len(paths))
-    if workers == 1:
-        for path in paths:
-            yield _one(path, settings, stores, credits)
-        return
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="imgwarm")
-    try:
-        # Largest first, so that no worker is left alone with a big photo at the end.
-        futures = [pool.submit(_one, p, settings, stores, credits)
-                   for p in sorted(paths, key=_size, reverse=True)]
-        for future in as_completed(futures):
-            yield future.result()
-    finally:
-        # On Ctrl-C (or a consumer that stops early) drop the sources not started yet.
-        pool.shutdown(wait=True, cancel_futures=True)
+    given = credits or Credits()
+    # Largest first, so that no worker is left alone with a big photo at the end.
+    ordered = sorted(paths, key=_size, reverse=True)
+    yield from _parallel(ordered, lambda p: _one(p, settings, stores, given),
+                         batch_workers(settings, len(paths)))
+
+
+def run_keys(
+    keys: list[str], settings: Settings, credits: Credits | None = None,
+    stores: Stores | None = None,
+) -> Iterator[SourceResult]:
+    """``run_batch`` for originals in the origin (local folder or S3), by key."""
+    stores = stores or Stores.for_settings(settings)
+    given = credits or Credits()
+    yield from _parallel(keys, lambda k: one_key(k, settings, stores, given),
+                         batch_workers(settings, len(keys)))

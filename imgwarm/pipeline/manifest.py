@@ -39,6 +39,24 @@ class Manifest(BaseModel):
         return self.model_dump_json(indent=2) + "\n"
 
 
+class Failure(BaseModel):
+    """Why a source could not be made: kept in the manifest's place so that every machine can
+    tell, and so that the same bytes are refused again without decoding them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    source_sha256: str
+    settings_digest: str
+    failed: str  # the reason, one line
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+Record = Manifest | Failure
+
+
 class ManifestStore:
     """One JSON file per source key, sharded like the variants."""
 
@@ -51,18 +69,25 @@ class ManifestStore:
         digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
         return self.layout.path_for(f"{digest[:32]}.json", digest)
 
-    def get(self, key: str) -> Manifest | None:
-        """The manifest of a key; None when there is none, or it is damaged (the source is
-        then made again, which rewrites it)."""
+    def record(self, key: str) -> Record | None:
+        """What is known of a key: its manifest, the reason it failed, or None when nothing
+        is, or the record is damaged (the source is then made again, which rewrites it)."""
         raw = self.store.read(self.key_path(key))
         if raw is None:
             return None
-        try:
-            manifest = Manifest.model_validate_json(raw)
-        except ValidationError:
-            return None
-        return manifest if manifest.key == key else None
+        for model in (Manifest, Failure):
+            try:
+                found: Record = model.model_validate_json(raw)
+            except ValidationError:
+                continue
+            return found if found.key == key else None
+        return None
 
-    def put(self, manifest: Manifest) -> None:
-        """Store it, replacing the key's previous manifest."""
-        self.store.write(self.key_path(manifest.key), manifest.to_json().encode(), replace=True)
+    def get(self, key: str) -> Manifest | None:
+        """The manifest of a key; None when there is none (or only a failure)."""
+        found = self.record(key)
+        return found if isinstance(found, Manifest) else None
+
+    def put(self, record: Record) -> None:
+        """Store it, replacing the key's previous manifest or failure."""
+        self.store.write(self.key_path(record.key), record.to_json().encode(), replace=True)

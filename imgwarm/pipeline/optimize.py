@@ -14,18 +14,25 @@ from pathlib import Path, PurePosixPath
 import pyvips
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import CorruptImage, ImgwarmError, LimitExceeded, UnreadableSource
+from imgwarm.exceptions import (
+    CorruptImage,
+    ImgwarmError,
+    SourceError,
+    UnreadableSource,
+    too_large,
+)
 from imgwarm.pipeline import metadata
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
 from imgwarm.pipeline.encode import EXTENSIONS, Frame, check_encodable, encode
 from imgwarm.pipeline.layout import Layout
-from imgwarm.pipeline.manifest import Manifest, ManifestStore, Variant
+from imgwarm.pipeline.manifest import Failure, Manifest, Variant
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
+from imgwarm.pipeline.origin import Stores, read_original
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
-from imgwarm.pipeline.storage import LocalStore, Store
+from imgwarm.pipeline.storage import Store
 from imgwarm.pipeline.variants import height_for, plan_widths
 from imgwarm.pipeline.vipsutil import (
     LIBVIPS,
@@ -35,26 +42,6 @@ from imgwarm.pipeline.vipsutil import (
     collected_warnings,
     vips_reason,
 )
-
-
-@dataclass(frozen=True)
-class Stores:
-    """Where variants and manifests go."""
-
-    origin: Store
-    manifests: ManifestStore
-    layout: Layout
-
-    @classmethod
-    def local(cls, settings: Settings) -> Stores:
-        layout = Layout(settings.max_dir_entries, settings.shard_levels)
-        origin = LocalStore(
-            settings.origin_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
-        )
-        manifests = LocalStore(
-            settings.manifest_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
-        )
-        return cls(origin, ManifestStore(manifests, layout), layout)
 
 
 @dataclass(frozen=True)
@@ -81,10 +68,7 @@ def read_source(path: Path, settings: Settings) -> bytes:
         if not path.is_file():
             raise UnreadableSource(str(path), "not a regular file")
         if size > settings.max_bytes:
-            raise LimitExceeded(
-                str(path), f"file is {size:,} bytes, over the limit of {settings.max_bytes:,} "
-                "(max_bytes)"
-            )
+            raise too_large(str(path), size, settings.max_bytes)
         return path.read_bytes()
     except OSError as error:
         raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
@@ -209,9 +193,15 @@ def optimize_bytes(
     given = credits or metadata.Credits()
     source_sha = content_hash(data)
     digest = _settings_digest(settings, given)
-    previous = stores.manifests.get(key)
+    previous = stores.manifests.record(key)
     if (
-        previous is not None
+        isinstance(previous, Failure)
+        and previous.source_sha256 == source_sha
+        and previous.settings_digest == digest
+    ):
+        raise SourceError(name, previous.failed)  # refused before: no need to decode again
+    if (
+        isinstance(previous, Manifest)
         and previous.source_sha256 == source_sha
         and previous.settings_digest == digest
         and all(stores.origin.exists(v.path) for v in previous.variants)
@@ -244,3 +234,23 @@ def optimize_file(
         data, key=key or local_key(path), name=str(path), settings=settings, stores=stores,
         credits=credits,
     )
+
+
+def optimize_key(
+    key: str, *, settings: Settings, stores: Stores, credits: metadata.Credits | None = None,
+) -> Outcome:
+    """Make the variants of the original stored at ``key`` in the origin. A bad image is
+    recorded as a failure in the manifest store, so every machine can tell why."""
+    data = read_original(stores.origin, key, settings)
+    try:
+        return optimize_bytes(
+            data, key=key, name=key, settings=settings, stores=stores, credits=credits
+        )
+    except SourceError as error:
+        failure = Failure(
+            key=key, source_sha256=content_hash(data),
+            settings_digest=_settings_digest(settings, credits or metadata.Credits()),
+            failed=error.reason,
+        )
+        stores.manifests.put(failure)
+        raise

@@ -1,15 +1,18 @@
 """Storage: a root folder of files written atomically, behind one small interface.
 
-A file is written to a hidden temporary name in its final folder, flushed, then renamed,
-so a crash leaves either the whole file or nothing under its real name.
+A file is written unnamed (O_TMPFILE) in its final folder, flushed, then linked under its
+name, so a crash leaves either the whole file or nothing at all. Where the file system has
+no O_TMPFILE, a hidden temporary name is used and renamed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 import time
+import uuid
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -26,6 +29,10 @@ class Store(Protocol):
 
     def exists(self, key: str | PurePosixPath) -> bool: ...
 
+    def size(self, key: str | PurePosixPath) -> int | None: ...
+
+    def describe(self, key: str | PurePosixPath) -> str: ...
+
     def read(self, key: str | PurePosixPath) -> bytes | None: ...
 
     def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool: ...
@@ -40,6 +47,7 @@ class LocalStore:
         self.root = root
         self.max_entries = max_entries
         self.fsync = fsync
+        self._tmpfile = hasattr(os, "O_TMPFILE") and Path("/proc/self/fd").is_dir()
 
     def path(self, key: str | PurePosixPath) -> Path:
         return join_under(self.root, key)
@@ -55,6 +63,17 @@ class LocalStore:
         except OSError as error:
             raise StorageError(f"cannot read {self.path(key)}: {error.strerror}") from None
 
+    def describe(self, key: str | PurePosixPath) -> str:
+        return str(self.path(key))
+
+    def size(self, key: str | PurePosixPath) -> int | None:
+        """The size of a regular file; None when there is none."""
+        path = self.path(key)
+        try:
+            return path.stat().st_size if path.is_file() else None
+        except OSError as error:
+            raise StorageError(f"cannot read {path}: {error.strerror}") from None
+
     def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
         """Write atomically; True when a file was written. An existing file is kept unless
         ``replace`` (content-addressed files never need replacing)."""
@@ -66,21 +85,67 @@ class LocalStore:
                 target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists():
                 self._check_room(target.parent)
-            fd, temp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+            fd = self._unnamed(target.parent)
+            temp = None
+            if fd is None:
+                fd, temp = tempfile.mkstemp(
+                    dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX
+                )
         except OSError as error:
             raise StorageError(f"cannot write {target}: {error.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
+                handle.flush()
                 if self.fsync:
-                    handle.flush()
                     os.fsync(handle.fileno())
-            os.chmod(temp, 0o644)  # mkstemp makes 0600; nginx workers must read it
+                os.fchmod(handle.fileno(), 0o644)  # nginx workers must read it
+                if temp is None:
+                    return self._link(handle.fileno(), target, replace)
             os.replace(temp, target)
         except OSError as error:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+            raise StorageError(f"cannot write {target}: {error.strerror}") from None
+        return True
+
+    def _unnamed(self, folder: Path) -> int | None:
+        """An unnamed file in ``folder`` (O_TMPFILE): a process killed while writing it leaves
+        nothing behind. None where the file system cannot (then a named temp file is used)."""
+        if not self._tmpfile:
+            return None
+        try:
+            return os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            self._tmpfile = False
+            return None
+
+    @staticmethod
+    def _link(fd: int, target: Path, replace: bool) -> bool:
+        """Give the unnamed file its name. A new name is linked directly (atomic; an existing
+        file wins, having the same content); a replaced one goes through a temp name."""
+        # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; os.link only asks for it with a dir fd.
+        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            if not replace:
+                try:
+                    os.link(str(fd), target, src_dir_fd=proc, follow_symlinks=True)
+                except FileExistsError:
+                    return False
+                return True
+            temp = target.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}")
+            os.link(str(fd), temp, src_dir_fd=proc, follow_symlinks=True)
+        finally:
+            os.close(proc)
+        try:
+            os.replace(temp, target)
+        except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
-            raise StorageError(f"cannot write {target}: {error.strerror}") from None
+            raise
         return True
 
     def delete(self, key: str | PurePosixPath) -> None:

@@ -142,3 +142,13 @@ class _SharedOrAlone:
 
 
 LIBVIPS = _SharedOrAlone()
+
+
+def configure_libvips(parallel_sources: int) -> None:
+    """For a process that makes several sources at once: libvips logs every warning it
+    survives (we report errors ourselves); one libvips thread per source keeps
+    (sources x threads) within the cores; no operation cache saves memory."""
+    logging.getLogger("pyvips").setLevel(logging.CRITICAL)
+    pyvips.cache_set_max(0)
+    if parallel_sources > 1:
+        pyvips.concurrency_set(1)

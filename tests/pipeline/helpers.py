@@ -9,7 +9,8 @@ import pyvips
 from imgwarm.config import Settings
 from imgwarm.pipeline.manifest import Manifest
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.pipeline.origin import Stores
 
 
 def run(data: bytes, name: str, settings: Settings, credits: Credits | None = None) -> Manifest:

@@ -7,7 +7,8 @@ from pathlib import Path
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.batch import collect_sources, run_batch
-from imgwarm.pipeline.optimize import Stores, optimize_file
+from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.pipeline.origin import Stores
 from tests.images import photo
 
 

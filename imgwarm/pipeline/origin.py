@@ -1,0 +1,67 @@
+"""Origin: where originals are read by key and variants and manifests are kept for good.
+
+Two kinds behind the same Store interface: a local folder (the embedded default) and an S3
+bucket. In S3, variants sit under the prefix at their URL path, originals at their own keys,
+and manifests under ``.imgwarm/manifests/`` (a dot folder, which nginx is told never to serve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import UnreadableSource, too_large
+from imgwarm.pipeline.layout import Layout, safe_relative
+from imgwarm.pipeline.manifest import ManifestStore
+from imgwarm.pipeline.storage import LocalStore, Store
+
+S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Where originals are read and variants and manifests go."""
+
+    origin: Store
+    manifests: ManifestStore
+    layout: Layout
+
+    @classmethod
+    def local(cls, settings: Settings) -> Stores:
+        layout = Layout(settings.max_dir_entries, settings.shard_levels)
+        origin = LocalStore(
+            settings.origin_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
+        )
+        manifests = LocalStore(
+            settings.manifest_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
+        )
+        return cls(origin, ManifestStore(manifests, layout), layout)
+
+    @classmethod
+    def s3(cls, settings: Settings) -> Stores:
+        from imgwarm.pipeline.s3 import NO_CACHE, S3Store, make_client  # boto3 only when used
+
+        assert settings.s3_bucket is not None  # Settings refuses origin = s3 without one
+        client = make_client(settings)
+        layout = Layout(settings.max_dir_entries, settings.shard_levels)
+        origin = S3Store(client, settings.s3_bucket, settings.s3_prefix)
+        manifests = S3Store(client, settings.s3_bucket,
+                            settings.s3_prefix + S3_MANIFEST_FOLDER, cache_control=NO_CACHE)
+        return cls(origin, ManifestStore(manifests, layout), layout)
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> Stores:
+        return cls.s3(settings) if settings.origin == "s3" else cls.local(settings)
+
+
+def read_original(store: Store, key: str, settings: Settings) -> bytes:
+    """The bytes of the original at ``key``, refusing unsafe keys (LayoutError) and oversized
+    objects before reading them."""
+    safe_relative(key)
+    size = store.size(key)
+    if size is not None and size > settings.max_bytes:
+        raise too_large(key, size, settings.max_bytes)
+    data = store.read(key) if size is not None else None
+    if data is None:
+        raise UnreadableSource(key, f"no such original ({store.describe(key)})")
+    return data

@@ -1,0 +1,142 @@
+"""S3 storage: the Store interface over any S3 endpoint (AWS, MinIO, Ceph, R2) through boto3.
+
+A PUT is atomic in S3 (an object appears whole or not at all), so no temporary objects are
+needed. Faults that may pass (5xx, throttling, timeouts, refused connections) are raised as
+TransientStorageError after botocore's own retries, so queued jobs can retry later; anything
+else (no such bucket, access denied) is a StorageError.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import StorageError, TransientStorageError
+from imgwarm.pipeline.encode import EXTENSIONS, MEDIA_TYPES
+from imgwarm.pipeline.layout import safe_relative
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+IMMUTABLE = "public, max-age=31536000, immutable"  # names change when bytes do
+NO_CACHE = "no-cache"  # manifests are rewritten in place
+CONTENT_TYPES = {f".{EXTENSIONS[f]}": MEDIA_TYPES[f] for f in EXTENSIONS} | {
+    ".json": "application/json",
+}
+_TRANSIENT_CODES = frozenset([
+    "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "Throttling", "ThrottlingException",
+    "InternalError", "ServiceUnavailable", "OperationAborted",
+])
+_MISSING_CODES = frozenset(["404", "NoSuchKey", "NotFound"])
+
+
+def make_client(settings: Settings) -> S3Client:
+    """A client with the standard credential chain and botocore's `standard` retries."""
+    config = Config(
+        retries={"mode": "standard", "max_attempts": 3},
+        connect_timeout=settings.s3_timeout,
+        read_timeout=settings.s3_timeout,
+        region_name=settings.s3_region,
+    )
+    return boto3.session.Session().client(
+        "s3", endpoint_url=settings.s3_endpoint_url, config=config
+    )
+
+
+def _status(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _missing(error: ClientError) -> bool:
+    return _code(error) in _MISSING_CODES or _status(error) == 404
+
+
+class S3Store:
+    """Objects under ``s3://bucket/prefix``; keys are relative POSIX paths."""
+
+    def __init__(
+        self, client: S3Client, bucket: str, prefix: str = "", *, cache_control: str = IMMUTABLE
+    ) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.cache_control = cache_control
+
+    def object_key(self, key: str | PurePosixPath) -> str:
+        return f"{self.prefix}{safe_relative(key)}"
+
+    def describe(self, key: str | PurePosixPath) -> str:
+        return f"s3://{self.bucket}/{self.object_key(key)}"
+
+    def _fail(self, action: str, key: str | PurePosixPath, error: Exception) -> StorageError:
+        where = self.describe(key)
+        if isinstance(error, ClientError):
+            code, status = _code(error), _status(error)
+            kind = TransientStorageError if status >= 500 or code in _TRANSIENT_CODES else (
+                StorageError
+            )
+            return kind(f"cannot {action} {where}: {code or status} {error}")
+        if isinstance(error, BotoConnectionError | HTTPClientError):
+            return TransientStorageError(f"cannot {action} {where}: {error}")
+        return StorageError(f"cannot {action} {where}: {error}")
+
+    def _head(self, key: str | PurePosixPath) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.head_object(Bucket=self.bucket, Key=self.object_key(key)))
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise self._fail("look up", key, error) from None
+        except BotoCoreError as error:
+            raise self._fail("look up", key, error) from None
+
+    def exists(self, key: str | PurePosixPath) -> bool:
+        return self._head(key) is not None
+
+    def size(self, key: str | PurePosixPath) -> int | None:
+        head = self._head(key)
+        return None if head is None else int(head["ContentLength"])
+
+    def read(self, key: str | PurePosixPath) -> bytes | None:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
+            return response["Body"].read()
+        except ClientError as error:
+            if _missing(error):
+                return None
+            raise self._fail("read", key, error) from None
+        except BotoCoreError as error:
+            raise self._fail("read", key, error) from None
+
+    def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
+        """Put the object with its Content-Type and Cache-Control; True when it was written.
+        An existing object is kept unless ``replace``."""
+        if not replace and self.exists(key):
+            return False
+        object_key = self.object_key(key)
+        content_type = CONTENT_TYPES.get(PurePosixPath(object_key).suffix.lower(),
+                                         "application/octet-stream")
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=object_key, Body=data, ContentType=content_type,
+                CacheControl=self.cache_control,
+            )
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail("write", key, error) from None
+        return True
+
+    def delete(self, key: str | PurePosixPath) -> None:
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self.object_key(key))
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail("delete", key, error) from None

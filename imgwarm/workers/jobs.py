@@ -1,0 +1,186 @@
+"""The client side of the queue: enqueue source keys, wait on their jobs, tell their state.
+
+A job's id comes from its key, so a key has one state in the result backend: enqueueing it
+again resets that state to QUEUED, and ``imgwarm status KEY`` needs nothing but the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal, TypeVar
+
+from celery import Celery
+from celery import states as celery_states
+from celery.exceptions import TimeoutError as CeleryTimeout
+from celery.result import AsyncResult
+from kombu.utils.url import maybe_sanitize_url
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
+from imgwarm.pipeline.batch import SourceResult
+from imgwarm.pipeline.layout import safe_relative
+from imgwarm.pipeline.manifest import Failure, Manifest
+from imgwarm.pipeline.metadata import Credits
+from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
+
+State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
+_STATES: dict[str, State] = {
+    QUEUED: "queued", celery_states.PENDING: "unknown", celery_states.RECEIVED: "queued",
+    celery_states.STARTED: "running", celery_states.RETRY: "retrying",
+    celery_states.SUCCESS: "done", celery_states.FAILURE: "failed",
+    celery_states.REVOKED: "failed",
+}
+T = TypeVar("T")
+
+
+def job_id(key: str) -> str:
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+    return f"imgwarm-{digest[:32]}"
+
+
+@lru_cache(maxsize=4)
+def _client(settings_json: str) -> Celery:
+    return make_app(Settings.model_validate_json(settings_json))
+
+
+def client_app(settings: Settings) -> Celery:
+    """One client app per settings, kept: a web app enqueues on every upload."""
+    return _client(settings.model_dump_json())
+
+
+def _broker(settings: Settings, doing: str, call: Callable[[], T]) -> T:
+    """Run ``call``; a broker or backend that cannot be reached becomes one BrokerError."""
+    try:
+        return call()
+    except ImgwarmError:
+        raise
+    except Exception as error:  # kombu, redis-py and Celery each raise their own kinds
+        url = maybe_sanitize_url(settings.broker_url)
+        raise BrokerError(f"cannot reach the broker at {url} (IMGWARM_BROKER_URL) while "
+                          f"{doing}: {error}") from None
+
+
+def _message(key: str, error: Any) -> str:
+    if isinstance(error, ImgwarmError):
+        return str(error)
+    return f"{key}: {type(error).__name__}: {error}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A key on the queue."""
+
+    key: str
+    id: str
+    settings: Settings
+
+    def wait(self, timeout: float | None = None) -> SourceResult:
+        """Block until the job ends: its manifest, or the reason it failed."""
+        result = AsyncResult(self.id, app=client_app(self.settings))
+
+        def get() -> Any:
+            try:
+                return result.get(timeout=timeout, propagate=False, interval=0.2)
+            except CeleryTimeout:
+                return TimeoutError(f"still not done after {timeout:g} s")
+
+        value = _broker(self.settings, f"waiting for {self.key}", get)
+        if isinstance(value, TimeoutError):
+            return SourceResult(self.key, error=f"{self.key}: {value}")
+        if result.state == celery_states.SUCCESS:
+            manifest = Manifest.model_validate(value["manifest"])
+            return SourceResult(self.key, manifest=manifest, reused=bool(value["reused"]))
+        return SourceResult(self.key, error=_message(self.key, value))
+
+
+def check_keys(keys: Iterable[str]) -> None:
+    """Refuse unsafe keys (``..``, absolute, control characters) before queueing any."""
+    for key in keys:
+        safe_relative(key)
+
+
+def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = None) -> list[Job]:
+    """Queue one job per key, in order. Every key is checked first; if the broker goes away
+    midway, the BrokerError says which keys were queued and which were not."""
+    check_keys(keys)
+    app = client_app(settings)
+    kwargs = {k: v for k, v in vars(credits or Credits()).items() if v is not None}
+    jobs: list[Job] = []
+    for key in keys:
+        job = Job(key, job_id(key), settings)
+
+        def send(job: Job = job) -> None:
+            # QUEUED first: `status` must not say "unknown" while the message waits.
+            app.backend.store_result(job.id, None, QUEUED)
+            app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
+
+        try:
+            _broker(settings, f"queueing {key}", send)
+        except BrokerError as error:
+            if jobs:
+                left = len(keys) - len(jobs)
+                raise BrokerError(f"{error}; {len(jobs)} key(s) were queued, {left} were "
+                                  f"not, from {key} on") from None
+            raise BrokerError(f"{error}; nothing was queued") from None
+        jobs.append(job)
+    return jobs
+
+
+def enqueue(
+    key: str, *, description: str | None = None, copyright: str | None = None,
+    artist: str | None = None, settings: Settings | None = None,
+) -> Job:
+    """Queue one source key for the workers (the call for a web app's upload handler)."""
+    from imgwarm.config import load_settings
+
+    credits = Credits.given(description=description, copyright=copyright, artist=artist)
+    return enqueue_all([key], settings or load_settings(), credits)[0]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    key: str
+    state: State
+    manifest: Manifest | None = None
+    error: str | None = None
+
+    def to_object(self) -> dict[str, Any]:
+        """The optimize ``--json`` object (when done or failed), with the state."""
+        base = SourceResult(self.key, manifest=self.manifest, error=self.error)
+        found = base.to_object() if self.state in ("done", "failed") else {"source": self.key}
+        return {**found, "state": self.state}
+
+
+def job_status(key: str, settings: Settings) -> JobStatus:
+    """Where a key stands: the result backend knows queued, running, retrying and recent
+    ends; the manifest store knows every end, for good."""
+    from imgwarm.pipeline.origin import Stores
+
+    app = client_app(settings)
+    meta = _broker(settings, f"reading the state of {key}",
+                   lambda: app.backend.get_task_meta(job_id(key)))
+    state = _STATES.get(str(meta.get("status")), "unknown")
+    if state in ("queued", "running"):
+        return JobStatus(key, state)
+    if state == "retrying":
+        return JobStatus(key, state, error=_message(key, meta.get("result")))
+    if state == "failed":
+        return JobStatus(key, state, error=_message(key, meta.get("result")))
+    try:
+        record = Stores.for_settings(settings).manifests.record(key)
+    except StorageError as error:
+        raise ImgwarmError(f"cannot read the manifest of {key}: {error}") from None
+    if isinstance(record, Manifest):
+        return JobStatus(key, "done", manifest=record)
+    if isinstance(record, Failure):
+        return JobStatus(key, "failed", error=f"{key}: {record.failed}")
+    return JobStatus(key, "unknown")
+
+
+def describe(status: JobStatus) -> str:
+    """A JSON line of a status (for ``imgwarm status --json``)."""
+    return json.dumps(status.to_object(), ensure_ascii=False)

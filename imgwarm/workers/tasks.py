@@ -1,0 +1,84 @@
+"""The task: fetch the original by key, run the pipeline, store variants and manifest.
+
+Thin on purpose: arguments are a key and three short strings, settings come from the worker's
+start, and everything else is pipeline code. The pipeline (and so libvips) is imported in
+each worker process after the fork, never in the parent.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery
+from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_process_init
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
+from imgwarm.workers.app import TASK_NAME
+
+if TYPE_CHECKING:
+    from imgwarm.pipeline.origin import Stores
+
+_stores: dict[int, Stores] = {}  # per process: a boto3 client must not cross a fork
+
+
+def process_stores(settings: Settings) -> Stores:
+    from imgwarm.pipeline.origin import Stores
+
+    pid = os.getpid()
+    if pid not in _stores:
+        _stores.clear()
+        _stores[pid] = Stores.for_settings(settings)
+    return _stores[pid]
+
+
+def run_job(
+    key: str, settings: Settings, *, description: str | None = None,
+    copyright: str | None = None, artist: str | None = None,
+) -> dict[str, Any]:
+    """One job: ``{"manifest": ..., "reused": bool}``. Transient faults propagate (the task
+    retries them); anything else that stops this source is a JobFailed with its one line."""
+    from imgwarm.pipeline.metadata import Credits
+    from imgwarm.pipeline.optimize import optimize_key
+
+    credits = Credits.given(description=description, copyright=copyright, artist=artist)
+    try:
+        outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
+                               credits=credits)
+    except TransientStorageError:
+        raise
+    except SoftTimeLimitExceeded:
+        raise JobFailed(f"{key}: took longer than {settings.task_soft_time_limit} s "
+                        "(task_soft_time_limit)") from None
+    except ImgwarmError as error:
+        raise JobFailed(str(error)) from None
+    return {"manifest": outcome.manifest.model_dump(mode="json"), "reused": outcome.reused}
+
+
+def register(app: Celery, settings: Settings) -> None:
+    """Add the optimize task to a worker's app."""
+
+    @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _start_process(**_: Any) -> None:
+        from imgwarm.pipeline import optimize  # noqa: F401  (import once, before the first job)
+        from imgwarm.pipeline.vipsutil import configure_libvips
+
+        configure_libvips(parallel_sources=2)  # one libvips thread per process
+
+    @app.task(  # type: ignore[untyped-decorator]
+        name=TASK_NAME,
+        bind=True,
+        autoretry_for=(TransientStorageError,),
+        retry_backoff=1,
+        retry_backoff_max=settings.retry_backoff_max,
+        retry_jitter=True,
+        max_retries=settings.task_max_retries,
+    )
+    def optimize(
+        self: Any, source_key: str, description: str | None = None,
+        copyright: str | None = None, artist: str | None = None,
+    ) -> dict[str, Any]:
+        return run_job(source_key, settings, description=description, copyright=copyright,
+                       artist=artist)
