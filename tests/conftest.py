@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner, Result
@@ -11,6 +13,10 @@ from click.testing import CliRunner, Result
 from imgwarm.cli.main import cli
 from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.origin import Stores
+
+if TYPE_CHECKING:
+    from tests.corpus import Run
+    from tests.servers import RedisServer, S3Server
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -42,6 +48,39 @@ def corpus() -> Path:
             pytest.fail("the shared corpus is missing on CI (set IMGWARM_CORPUS)")
         pytest.skip("no shared corpus here (../shared/corpus or IMGWARM_CORPUS)")
     return folder
+
+
+@pytest.fixture(scope="session")
+def corpus_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """One real ``imgwarm optimize --json`` over the corpus, shared by the modules that
+    compare with it."""
+    from tests.corpus import run_corpus
+
+    return run_corpus(corpus, tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free loopback port (each test takes its own database)."""
+    from tests.servers import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server over HTTP on a free loopback port; boto3 clients made in the tests
+    find its credentials in the environment."""
+    from tests.servers import AWS, S3Server
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in AWS.items():
+            patch.setenv(name, value)
+        server = S3Server()
+        yield server
+        server.stop()
 
 
 def all_files(root: Path) -> list[Path]:

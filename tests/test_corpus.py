@@ -8,16 +8,10 @@ which files are meant to be bad. So the same tests run on any corpus of the same
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
 import re
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import piexif
 import pytest
@@ -29,94 +23,14 @@ from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.origin import Stores
 from imgwarm.pipeline.variants import plan_widths
-from tests.conftest import all_files, corpus_dir
+from tests.conftest import all_files
+from tests.corpus import BAD, CASES, GOOD, Case, Run, imgwarm
 from tests.images import mean_abs_diff, mean_delta_e, pillow_reference
 
 MAX_MEAN_DELTA_E = 2.5
 NAME = re.compile(r"(?:[a-z0-9-]+\.)?([0-9a-f]{16,64})\.(webp|jpg)")
 TEXT_TAGS = {"description": piexif.ImageIFD.ImageDescription,
              "copyright": piexif.ImageIFD.Copyright, "artist": piexif.ImageIFD.Artist}
-
-
-def listed_as_bad(folder: Path) -> dict[str, bool]:
-    """File name -> "is it meant to be refused", from the table in SOURCES.md."""
-    notes = folder / "SOURCES.md"
-    if not notes.is_file():
-        return {}
-    verdicts = {}
-    for line in notes.read_text(encoding="utf-8").splitlines():
-        match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
-        if match:
-            # The first table (Files) says what each file tests; later tables reuse the names.
-            verdicts.setdefault(match.group(1), line.rstrip(" |").rsplit("|", 1)[-1].strip())
-    return {name: text.startswith("BAD") for name, text in verdicts.items()}
-
-
-def pillow_says_bad(path: Path) -> bool:
-    data = path.read_bytes()
-    is_png = data.startswith(b"\x89PNG")
-    if not (data.startswith(b"\xff\xd8") or is_png) or (is_png and path.suffix.lower() != ".png"):
-        return True
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            if image.width * image.height > 100_000_000:
-                return True
-            image.load()
-    except Exception:
-        return True
-    return False
-
-
-@dataclass(frozen=True)
-class Case:
-    path: Path
-    bad: bool
-
-    def __str__(self) -> str:
-        return self.path.name
-
-
-def cases() -> list[Case]:
-    folder = corpus_dir()
-    if folder is None:
-        return []
-    listed = listed_as_bad(folder)
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "SOURCES.md")
-    # Meant to be refused when SOURCES.md says BAD or when Pillow cannot read it either.
-    return [Case(p, listed.get(p.name, False) or pillow_says_bad(p)) for p in files]
-
-
-CASES = cases()
-GOOD = [c for c in CASES if not c.bad]
-BAD = [c for c in CASES if c.bad]
-
-
-@dataclass
-class Run:
-    workdir: Path
-    exit_code: int
-    results: dict[str, dict[str, Any]]
-    stderr: str
-
-    @property
-    def origin(self) -> Path:
-        return self.workdir / "var" / "origin"
-
-
-def imgwarm(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).with_name("imgwarm")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
-    return subprocess.run([str(exe), *args], cwd=workdir, capture_output=True, text=True,
-                          env=env, check=False, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def corpus_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """One real ``imgwarm optimize --json`` over the whole corpus folder."""
-    workdir = tmp_path_factory.mktemp("corpus")
-    done = imgwarm(workdir, "optimize", "--json", str(corpus))
-    results = {Path(o["source"]).name: o for o in map(json.loads, done.stdout.splitlines())}
-    return Run(workdir, done.returncode, results, done.stderr)
 
 
 def test_corpus_is_there(corpus: Path) -> None:

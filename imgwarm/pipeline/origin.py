@@ -13,7 +13,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import UnreadableSource, too_large
 from imgwarm.pipeline.layout import Layout, safe_relative
 from imgwarm.pipeline.manifest import ManifestStore
-from imgwarm.pipeline.storage import LocalStore, Store
+from imgwarm.pipeline.storage import LocalStore, ObjectTooLarge, Store
 
 S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
 
@@ -58,10 +58,10 @@ def read_original(store: Store, key: str, settings: Settings) -> bytes:
     """The bytes of the original at ``key``, refusing unsafe keys (LayoutError) and oversized
     objects before reading them."""
     safe_relative(key)
-    size = store.size(key)
-    if size is not None and size > settings.max_bytes:
-        raise too_large(key, size, settings.max_bytes)
-    data = store.read(key) if size is not None else None
+    try:
+        data = store.read(key, limit=settings.max_bytes)
+    except ObjectTooLarge as error:
+        raise too_large(key, error.size, settings.max_bytes) from None
     if data is None:
         raise UnreadableSource(key, f"no such original ({store.describe(key)})")
     return data

@@ -20,6 +20,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import StorageError, TransientStorageError
 from imgwarm.pipeline.encode import EXTENSIONS, MEDIA_TYPES
 from imgwarm.pipeline.layout import safe_relative
+from imgwarm.pipeline.storage import ObjectTooLarge
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -33,7 +34,7 @@ _TRANSIENT_CODES = frozenset([
     "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "Throttling", "ThrottlingException",
     "InternalError", "ServiceUnavailable", "OperationAborted",
 ])
-_MISSING_CODES = frozenset(["404", "NoSuchKey", "NotFound"])
+_MISSING_CODES = frozenset(["NoSuchKey", "NotFound"])
 
 
 def make_client(settings: Settings) -> S3Client:
@@ -58,7 +59,8 @@ def _code(error: ClientError) -> str:
 
 
 def _missing(error: ClientError) -> bool:
-    return _code(error) in _MISSING_CODES or _status(error) == 404
+    """No such object (a missing bucket is an error: HEAD cannot tell them apart, GET can)."""
+    return _code(error) in _MISSING_CODES or _code(error) == "404"
 
 
 class S3Store:
@@ -103,13 +105,13 @@ class S3Store:
     def exists(self, key: str | PurePosixPath) -> bool:
         return self._head(key) is not None
 
-    def size(self, key: str | PurePosixPath) -> int | None:
-        head = self._head(key)
-        return None if head is None else int(head["ContentLength"])
-
-    def read(self, key: str | PurePosixPath) -> bytes | None:
+    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
+            size = int(response["ContentLength"])
+            if limit is not None and size > limit:
+                response["Body"].close()
+                raise ObjectTooLarge(size)
             return response["Body"].read()
         except ClientError as error:
             if _missing(error):

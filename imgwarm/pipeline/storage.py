@@ -24,16 +24,23 @@ TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
 
 
+class ObjectTooLarge(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
 class Store(Protocol):
     """What the pipeline needs of a place that keeps files by key."""
 
     def exists(self, key: str | PurePosixPath) -> bool: ...
 
-    def size(self, key: str | PurePosixPath) -> int | None: ...
-
     def describe(self, key: str | PurePosixPath) -> str: ...
 
-    def read(self, key: str | PurePosixPath) -> bytes | None: ...
+    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
+        """The bytes at key, None when there are none; ObjectTooLarge over ``limit`` bytes,
+        found before reading them."""
+        ...
 
     def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool: ...
 
@@ -55,24 +62,23 @@ class LocalStore:
     def exists(self, key: str | PurePosixPath) -> bool:
         return self.path(key).is_file()
 
-    def read(self, key: str | PurePosixPath) -> bytes | None:
+    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
+        path = self.path(key)
+        if not path.is_file():  # not a folder, FIFO or device
+            return None
         try:
-            return self.path(key).read_bytes()
-        except FileNotFoundError:
+            with path.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if limit is not None and size > limit:
+                    raise ObjectTooLarge(size)
+                return handle.read()
+        except (FileNotFoundError, IsADirectoryError):
             return None
         except OSError as error:
             raise StorageError(f"cannot read {self.path(key)}: {error.strerror}") from None
 
     def describe(self, key: str | PurePosixPath) -> str:
         return str(self.path(key))
-
-    def size(self, key: str | PurePosixPath) -> int | None:
-        """The size of a regular file; None when there is none."""
-        path = self.path(key)
-        try:
-            return path.stat().st_size if path.is_file() else None
-        except OSError as error:
-            raise StorageError(f"cannot read {path}: {error.strerror}") from None
 
     def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
         """Write atomically; True when a file was written. An existing file is kept unless

@@ -61,7 +61,7 @@ def _broker(settings: Settings, doing: str, call: Callable[[], T]) -> T:
     except Exception as error:  # kombu, redis-py and Celery each raise their own kinds
         url = maybe_sanitize_url(settings.broker_url)
         raise BrokerError(f"cannot reach the broker at {url} (IMGWARM_BROKER_URL) while "
-                          f"{doing}: {error}") from None
+                          f"{doing}: {str(error).rstrip('.')}") from None
 
 
 def _message(key: str, error: Any) -> str:
@@ -114,7 +114,9 @@ def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = N
         job = Job(key, job_id(key), settings)
 
         def send(job: Job = job) -> None:
-            # QUEUED first: `status` must not say "unknown" while the message waits.
+            # QUEUED first: `status` must not say "unknown" while the message waits. The
+            # last run's state goes first (Celery never overwrites a SUCCESS).
+            app.backend.forget(job.id)
             app.backend.store_result(job.id, None, QUEUED)
             app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
 

@@ -38,7 +38,7 @@ def run_job(
     key: str, settings: Settings, *, description: str | None = None,
     copyright: str | None = None, artist: str | None = None,
 ) -> dict[str, Any]:
-    """One job: ``{"manifest": ..., "reused": bool}``. Transient faults propagate (the task
+    """One job: ``{"reused": bool, "manifest": ...}``. Transient faults propagate (the task
     retries them); anything else that stops this source is a JobFailed with its one line."""
     from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.optimize import optimize_key
@@ -54,7 +54,8 @@ def run_job(
                         "(task_soft_time_limit)") from None
     except ImgwarmError as error:
         raise JobFailed(str(error)) from None
-    return {"manifest": outcome.manifest.model_dump(mode="json"), "reused": outcome.reused}
+    # "reused" first: the worker log shows the start of the result, and this is what counts
+    return {"reused": outcome.reused, "manifest": outcome.manifest.model_dump(mode="json")}
 
 
 def register(app: Celery, settings: Settings) -> None:
@@ -71,6 +72,7 @@ def register(app: Celery, settings: Settings) -> None:
         name=TASK_NAME,
         bind=True,
         autoretry_for=(TransientStorageError,),
+        throws=(JobFailed,),  # an expected end: logged in one line, without a traceback
         retry_backoff=1,
         retry_backoff_max=settings.retry_backoff_max,
         retry_jitter=True,

@@ -1,0 +1,158 @@
+"""Real servers for the tests: redis-server, moto's S3 server, and `imgwarm worker` processes.
+
+Each listens on a free loopback port, so the tests run beside anything else on the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import redis
+
+IMGWARM = Path(sys.executable).with_name("imgwarm")
+AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+       "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll until ``check()`` is truthy; fail the test with ``what`` when it never is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without IMGWARM_* settings from outside, plus moto's credentials."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMGWARM_", "AWS_"))}
+    return {**env, **AWS, **extra}
+
+
+class RedisServer:
+    def __init__(self, workdir: Path) -> None:
+        executable = shutil.which("redis-server")
+        if executable is None:
+            raise RuntimeError("redis-server is not installed (./test.sh installs it as root)")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process = subprocess.Popen(
+            [executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--databases", "1000",
+             "--appendonly", "no", "--dir", str(workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.client = redis.Redis(port=self.port)
+        wait_for(self._up, "redis-server to answer")
+
+    def _up(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class S3Server:
+    """moto's S3 server over real HTTP on loopback; it can be stopped and started again on
+    the same port (its objects live on in this process)."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
+        self._make = lambda: ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
+                                                verbose=False)
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = self._make()
+        self.server.start()
+        self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server = self._make()
+        self.server.start()
+
+    def new_bucket(self) -> str:
+        name = f"imgwarm-{uuid.uuid4().hex[:12]}"
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        found: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix):
+            found.extend(o["Key"] for o in page.get("Contents", []))
+        return sorted(found)
+
+    def multipart_uploads(self, bucket: str) -> list[Any]:
+        return list(self.client.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+
+
+class Worker:
+    """A real ``imgwarm worker`` process (in its own process group, so it can be killed
+    outright with its pool), logging to a file."""
+
+    def __init__(self, env: dict[str, str], log: Path, *args: str) -> None:
+        self.log = log
+        self.name = f"w{uuid.uuid4().hex[:8]}@%h"
+        self.handle = log.open("ab")
+        self._skip = len(self.text())
+        self.process = subprocess.Popen(
+            [str(IMGWARM), "worker", "--loglevel", "INFO", "--without-mingle",
+             "--without-gossip", "-n", self.name, *args],
+            env=env, stdout=self.handle, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=log.parent,
+        )
+        wait_for(self._ready, f"the worker to be ready (log: {log})", timeout=60)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"worker exited with {self.process.returncode}:\n{self.text()}")
+        return " ready." in self.text()[self._skip:]
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker: main process and pool, mid-job, as a crash would."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        self.handle.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()  # warm shutdown: the pool finishes the jobs in hand
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.handle.close()

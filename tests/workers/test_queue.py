@@ -1,0 +1,283 @@
+"""The queue end to end: real redis-server, moto's S3 over HTTP, real `imgwarm worker`
+processes and the real CLI. What is checked is what users see: job results, objects in the
+bucket (decoded, hashed, with their headers), files on disk, states, the workers' logs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from imgwarm.pipeline.manifest import Failure, Manifest
+from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER
+from imgwarm.pipeline.storage import TEMP_PREFIX
+from imgwarm.workers.jobs import enqueue_all
+from tests.conftest import all_files
+from tests.corpus import BAD, CASES, GOOD, Run
+from tests.servers import RedisServer, S3Server, wait_for
+from tests.workers.conftest import Queue, check_s3_outputs
+
+SLOW_ENOUGH = {"visibility_timeout": "120", "task_soft_time_limit": "60",
+               "task_time_limit": "90", "retry_backoff_max": "2"}
+
+
+def corpus_key(name: str) -> str:
+    return f"corpus/{name}"
+
+
+@dataclass
+class CorpusQueue:
+    queue: Queue
+    exit_code: int
+    results: dict[str, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def corpus_queue(corpus: Path, redis_server: RedisServer, s3_server: S3Server,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[CorpusQueue]:
+    """The whole corpus uploaded to the bucket, then `imgwarm enqueue --wait --json` on a
+    worker of concurrency 2."""
+    queue = Queue(tmp_path_factory.mktemp("queue"), redis_server, s3_server, **SLOW_ENOUGH)
+    for case in CASES:
+        queue.put(corpus_key(case.path.name), case.path.read_bytes())
+    queue.worker("--concurrency", "2")
+    code, results = queue.cli_json("enqueue", "--wait",
+                                   *(corpus_key(c.path.name) for c in CASES))
+    yield CorpusQueue(queue, code, results)
+    queue.stop()
+
+
+def test_corpus_jobs_end_as_in_process(corpus_queue: CorpusQueue, corpus_run: Run) -> None:
+    """Every good file gives the very variants `imgwarm optimize` gives in-process; every
+    bad one fails with one line naming its key; exit 1 as some failed."""
+    assert corpus_queue.exit_code == (1 if BAD else 0)
+    assert set(corpus_queue.results) == {corpus_key(c.path.name) for c in CASES}
+    for case in GOOD:
+        got = corpus_queue.results[corpus_key(case.path.name)]
+        expected = corpus_run.results[case.path.name]
+        assert got["ok"] is True, got
+        assert got["variants"] == expected["variants"]
+        assert (got["width"], got["height"]) == (expected["width"], expected["height"])
+    for case in BAD:
+        got = corpus_queue.results[corpus_key(case.path.name)]
+        assert got["ok"] is False
+        assert got["error"].startswith(f"{corpus_key(case.path.name)}: ")
+        assert "\n" not in got["error"]
+
+
+def test_corpus_variants_in_s3_are_whole_with_headers(corpus_queue: CorpusQueue) -> None:
+    queue = corpus_queue.queue
+    assert queue.s3 is not None
+    stores = queue.stores()
+    manifests = [stores.manifests.get(corpus_key(c.path.name)) for c in GOOD]
+    assert all(isinstance(m, Manifest) for m in manifests)
+    check_s3_outputs(queue.s3, queue.bucket, [m for m in manifests if m], originals="corpus/")
+    head = queue.s3.client.head_object(
+        Bucket=queue.bucket, Key=S3_MANIFEST_FOLDER + str(stores.manifests.key_path(
+            corpus_key(GOOD[0].path.name))))
+    assert head["ContentType"] == "application/json"
+
+
+def test_bad_files_fail_once_with_their_reason(corpus_queue: CorpusQueue) -> None:
+    queue = corpus_queue.queue
+    manifests = queue.stores().manifests
+    for case in BAD:
+        key = corpus_key(case.path.name)
+        error = corpus_queue.results[key]["error"]
+        record = manifests.record(key)
+        if record is not None:  # bad images are recorded; a key with no bytes has nothing
+            assert isinstance(record, Failure)
+            assert error == f"{key}: {record.failed}"
+        assert queue.meta(key)["retries"] == 0
+        assert queue.received(key) == 1, f"{key} was taken more than once"
+        assert queue.state(key) == "failed"
+    shown = queue.cli("status", *(corpus_key(c.path.name) for c in BAD))
+    assert shown.returncode == 1
+    for case in BAD:
+        assert f"failed    {corpus_queue.results[corpus_key(case.path.name)]['error']}" in (
+            shown.stderr)
+
+
+def test_enqueueing_again_is_a_no_op(corpus_queue: CorpusQueue) -> None:
+    queue = corpus_queue.queue
+    assert queue.s3 is not None
+
+    def snapshot() -> dict[str, tuple[str, Any]]:
+        listing = queue.s3.client.get_paginator("list_objects_v2").paginate(Bucket=queue.bucket)
+        return {o["Key"]: (o["ETag"], o["LastModified"])
+                for page in listing for o in page.get("Contents", [])}
+
+    before = snapshot()
+    time.sleep(1.1)  # a rewrite would carry a later LastModified
+    keys = [corpus_key(c.path.name) for c in GOOD]
+    code, again = queue.cli_json("enqueue", "--wait", *keys)
+    assert code == 0
+    assert again == {k: corpus_queue.results[k] for k in keys}
+    assert snapshot() == before
+    assert queue.log().count("'reused': True") >= len(keys)
+
+
+def backend_state(queue: Queue, key: str) -> str:
+    return str(queue.meta(key).get("status"))
+
+
+def test_s3_fault_mid_run_is_retried_to_success(s3_queue: Queue, s3_server: S3Server) -> None:
+    photos = sorted(GOOD, key=lambda c: c.path.stat().st_size, reverse=True)[:12]
+    keys = [f"up/{c.path.name}" for c in photos]
+    for case, key in zip(photos, keys, strict=True):
+        s3_queue.put(key, case.path.read_bytes())
+    s3_queue.worker("--concurrency", "2")
+    jobs = enqueue_all(keys, s3_queue.settings())
+    wait_for(lambda: any(backend_state(s3_queue, k) == "SUCCESS" for k in keys),
+             "a first job to succeed")
+    s3_server.stop()
+    try:
+        wait_for(lambda: any(backend_state(s3_queue, k) == "RETRY" for k in keys),
+                 "a job to retry while S3 is down", timeout=60)
+    finally:
+        s3_server.start()
+    results = [job.wait(timeout=180) for job in jobs]
+    assert [r.error for r in results] == [None] * len(keys)
+    assert max(s3_queue.meta(k)["retries"] for k in keys) >= 1
+    assert "Retry in" in s3_queue.log()
+    manifests = [r.manifest for r in results if r.manifest]
+    check_s3_outputs(s3_server, s3_queue.bucket, manifests, originals="up/")
+
+
+@pytest.mark.parametrize("origin", ["s3", "local"])
+def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    queue: Queue = request.getfixturevalue(f"{origin}_queue")
+    queue.values["widths"] = "320,640"
+    photos = list(itertools.islice(itertools.cycle(GOOD), 50))
+    keys = [f"batch/{i:02d}-{case.path.name}" for i, case in enumerate(photos)]
+    for case, key in zip(photos, keys, strict=True):
+        queue.put(key, case.path.read_bytes())
+    first = queue.worker("--concurrency", "2")
+    jobs = enqueue_all(keys, queue.settings())
+
+    def done() -> int:
+        return sum(backend_state(queue, k) == "SUCCESS" for k in keys)
+
+    wait_for(lambda: done() >= 4, "a few jobs to finish")
+    first.kill()
+    assert done() < len(keys), "the batch ended before the kill: nothing was tested"
+    queue.worker("--concurrency", "2")
+    results = [job.wait(timeout=240) for job in jobs]
+    assert [r.error for r in results] == [None] * len(keys)
+    # The jobs the killed worker held were handed out again (after visibility_timeout).
+    assert any(queue.received(k) >= 2 for k in keys)
+
+    manifests = [r.manifest for r in results if r.manifest]
+    broker = redis.Redis.from_url(queue.values["broker_url"])
+    assert broker.llen("imgwarm") == 0 and broker.hlen("unacked") == 0
+    if queue.s3 is not None:
+        stored = queue.s3.keys(queue.bucket, S3_MANIFEST_FOLDER)
+        records = [Manifest.model_validate_json(queue.s3.client.get_object(
+            Bucket=queue.bucket, Key=k)["Body"].read()) for k in stored]
+        check_s3_outputs(queue.s3, queue.bucket, manifests, originals="batch/")
+        assert [p.name for p in queue.workdir.rglob("*")] == ["worker.log"]  # nothing on disk
+    else:
+        root = queue.workdir / "manifest"
+        records = [Manifest.model_validate_json(p.read_bytes()) for p in all_files(root)]
+        origin = queue.workdir / "origin"
+        variants = {str(p.relative_to(origin)) for p in all_files(origin)
+                    if p.relative_to(origin).parts[0] != "batch"}
+        assert variants == {v.path for m in manifests for v in m.variants}
+        leftovers = [p for p in queue.workdir.rglob(f"{TEMP_PREFIX}*")]
+        assert leftovers == []
+    assert sorted(r.key for r in records) == sorted(keys)  # each key exactly once
+    assert {r.key: r for r in records} == {m.key: m for m in manifests}
+
+
+def test_status_says_queued_then_done_failed_or_unknown(local_queue: Queue) -> None:
+    from imgwarm.samples import photo
+
+    local_queue.put("in/photo.jpg", photo(640, 480).jpegsave_buffer())
+    local_queue.put("in/broken.jpg", b"\xff\xd8\xff\xe0 not really a JPEG")
+    queued = local_queue.cli("enqueue", "in/photo.jpg", "in/broken.jpg")
+    assert queued.returncode == 0, queued.stderr
+    assert queued.stdout.split() == ["queued", "in/photo.jpg", "queued", "in/broken.jpg"]
+    shown = local_queue.cli("status", "--json", "in/photo.jpg")
+    assert (shown.returncode, json.loads(shown.stdout)["state"]) == (0, "queued")
+
+    local_queue.worker("--concurrency", "1")
+    local_queue.wait_done(["in/photo.jpg", "in/broken.jpg"])
+    done = local_queue.cli("status", "--json", "in/photo.jpg")
+    found = json.loads(done.stdout)
+    assert (done.returncode, found["state"], found["ok"]) == (0, "done", True)
+    assert [v["width"] for v in found["variants"]] == [320, 320, 640, 640]
+    assert (local_queue.workdir / "origin" / found["variants"][0]["path"]).is_file()
+
+    failed = local_queue.cli("status", "in/broken.jpg", "in/never.jpg")
+    assert failed.returncode == 1
+    lines = failed.stderr.splitlines()
+    assert lines[0].startswith("failed    in/broken.jpg: ")
+    assert lines[1] == "unknown   in/never.jpg"
+
+
+def test_enqueue_refuses_unsafe_keys_before_queueing(local_queue: Queue) -> None:
+    for key in ["../etc/passwd", "/etc/passwd", "a/../../b.jpg", "bell\x07.jpg"]:
+        done = local_queue.cli("enqueue", "fine.jpg", key)
+        assert done.returncode == 2, key
+        assert "refusing key" in done.stderr
+    broker = redis.Redis.from_url(local_queue.values["broker_url"])
+    assert broker.llen("imgwarm") == 0
+
+
+def test_enqueue_fails_fast_when_redis_is_down(local_queue: Queue) -> None:
+    from tests.servers import free_port
+
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    local_queue.values |= {"broker_url": down, "result_backend": down}
+    done = local_queue.cli("enqueue", "--wait", "a.jpg", "b.jpg", timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1
+    assert "cannot reach the broker" in done.stderr and "nothing was queued" in done.stderr
+
+    from imgwarm import enqueue
+    from imgwarm.exceptions import BrokerError
+
+    with pytest.raises(BrokerError, match="nothing was queued"):
+        enqueue("a.jpg", settings=local_queue.settings())
+
+
+def test_python_enqueue_carries_the_credits(local_queue: Queue) -> None:
+    import piexif
+
+    from imgwarm import enqueue
+    from imgwarm.samples import photo
+
+    local_queue.put("up/bike.jpg", photo(800, 600).jpegsave_buffer())
+    local_queue.worker("--concurrency", "1")
+    job = enqueue("up/bike.jpg", description="Червоний велосипед", copyright="© Ann",
+                  settings=local_queue.settings())
+    result = job.wait(timeout=120)
+    assert result.manifest is not None, result.error
+    assert result.manifest.description == "Червоний велосипед"
+    jpeg = next(v for v in result.manifest.variants if v.format == "jpeg")
+    exif = piexif.load(str(local_queue.workdir / "origin" / jpeg.path))
+    assert exif["0th"][piexif.ImageIFD.ImageDescription].decode() == "Червоний велосипед"
+    assert exif["0th"][piexif.ImageIFD.Copyright].decode() == "© Ann"
+
+
+def test_optimize_in_process_on_s3_keys(s3_queue: Queue, corpus: Path) -> None:
+    assert s3_queue.s3 is not None
+    photo = GOOD[0].path
+    s3_queue.put(f"up/{photo.name}", photo.read_bytes())
+    code, results = s3_queue.cli_json("optimize", f"up/{photo.name}", "up/missing.jpg")
+    assert code == 1
+    assert results["up/missing.jpg"]["error"].startswith("up/missing.jpg: no such original")
+    found = results[f"up/{photo.name}"]
+    assert found["ok"] is True
+    manifest = s3_queue.stores().manifests.get(f"up/{photo.name}")
+    assert manifest is not None
+    assert [v.model_dump() for v in manifest.variants] == found["variants"]
+    check_s3_outputs(s3_queue.s3, s3_queue.bucket, [manifest], originals="up/")
