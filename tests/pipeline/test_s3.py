@@ -1,0 +1,89 @@
+"""S3Store against moto's S3 server over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from imgwarm.config import load_settings
+from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
+from imgwarm.pipeline.s3 import IMMUTABLE, NO_CACHE, S3Store, make_client
+from imgwarm.pipeline.storage import ObjectTooLarge
+from tests.servers import S3Server
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    return s3_server.new_bucket()
+
+
+@pytest.fixture
+def store(s3_server: S3Server, bucket: str) -> Iterator[S3Store]:
+    settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
+                             s3_region="us-east-1", s3_timeout=2)
+    yield S3Store(make_client(settings), bucket, "site/")
+
+
+def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3Server,
+                                                  bucket: str) -> None:
+    key = "1f/54/2a/cat.0123456789abcdef.webp"
+    assert store.write(key, b"RIFF....WEBP") is True
+    head = s3_server.client.head_object(Bucket=bucket, Key=f"site/{key}")
+    assert head["ContentType"] == "image/webp"
+    assert head["CacheControl"] == IMMUTABLE
+    assert store.exists(key)
+    assert store.read(key) == b"RIFF....WEBP"
+    # Content-addressed: an existing object is kept unless replaced.
+    assert store.write(key, b"other") is False
+    assert store.read(key) == b"RIFF....WEBP"
+    assert store.describe("a/b.jpg") == f"s3://{bucket}/site/a/b.jpg"
+
+
+def test_manifest_objects_are_json_and_not_cached(s3_server: S3Server, bucket: str,
+                                                  store: S3Store) -> None:
+    manifests = S3Store(store.client, bucket, "m/", cache_control=NO_CACHE)
+    assert manifests.write("aa/x.json", b"{}", replace=True)
+    assert manifests.write("aa/x.json", b'{"a": 1}', replace=True)
+    head = s3_server.client.head_object(Bucket=bucket, Key="m/aa/x.json")
+    assert (head["ContentType"], head["CacheControl"]) == ("application/json", "no-cache")
+    assert manifests.read("aa/x.json") == b'{"a": 1}'
+
+
+def test_missing_and_too_large(store: S3Store) -> None:
+    assert store.read("no/such.jpg") is None
+    assert not store.exists("no/such.jpg")
+    store.write("big.jpg", b"x" * 1000)
+    with pytest.raises(ObjectTooLarge) as raised:
+        store.read("big.jpg", limit=999)
+    assert raised.value.size == 1000
+    assert store.read("big.jpg", limit=1000) == b"x" * 1000
+    store.delete("big.jpg")
+    assert store.read("big.jpg") is None
+
+
+@pytest.mark.parametrize("key", ["../x.jpg", "/abs.jpg", "a/../../x.jpg", "a\x00b", "a//b", ""])
+def test_unsafe_keys_are_refused(store: S3Store, key: str) -> None:
+    with pytest.raises(LayoutError, match="refusing key"):
+        store.read(key)
+    with pytest.raises(LayoutError, match="refusing key"):
+        store.write(key, b"data")
+
+
+def test_missing_bucket_is_an_error_not_a_missing_object(store: S3Store) -> None:
+    gone = S3Store(store.client, "imgwarm-no-such-bucket", "")
+    with pytest.raises(StorageError, match="NoSuchBucket") as raised:
+        gone.read("a.jpg")
+    assert not isinstance(raised.value, TransientStorageError)
+
+
+def test_server_away_is_transient(s3_server: S3Server, store: S3Store) -> None:
+    s3_server.stop()
+    try:
+        with pytest.raises(TransientStorageError, match="cannot read"):
+            store.read("a.jpg")
+        with pytest.raises(TransientStorageError, match="cannot write"):
+            store.write("a.jpg", b"data", replace=True)
+    finally:
+        s3_server.start()
+    assert store.read("a.jpg") is None  # back, and nothing was half-written
