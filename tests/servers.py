@@ -142,6 +142,11 @@ class Worker:
             raise AssertionError(f"worker exited with {self.process.returncode}:\n{self.text()}")
         return " ready." in self.text()[self._skip:]
 
+    def pool(self) -> list[int]:
+        """The pids of the worker's pool processes (its children)."""
+        path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
     def kill(self) -> None:
         """SIGKILL the whole worker: main process and pool, mid-job, as a crash would."""
         os.killpg(self.process.pid, signal.SIGKILL)

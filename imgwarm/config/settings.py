@@ -136,6 +136,11 @@ class Settings(BaseSettings):
         60, ge=1, le=3600,
         description="Longest wait, in seconds, between retries (exponential, with jitter).",
     )
+    task_max_lost: int = Field(
+        3, ge=1, le=100,
+        description="Times a job may lose its worker process (a crash, out of memory) "
+        "before it fails for good.",
+    )
     visibility_timeout: int = Field(
         600, ge=2, le=86400,
         description="Seconds after which a job taken by a worker that died is given to "

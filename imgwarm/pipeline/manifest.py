@@ -49,6 +49,9 @@ class Failure(BaseModel):
     source_sha256: str
     settings_digest: str
     failed: str  # the reason, one line
+    # The same bytes and settings would fail again (a bad image), so they are refused without
+    # decoding; False for failures that may pass (a worker process that kept dying).
+    certain: bool = True
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

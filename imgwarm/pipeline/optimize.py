@@ -196,6 +196,7 @@ def optimize_bytes(
     previous = stores.manifests.record(key)
     if (
         isinstance(previous, Failure)
+        and previous.certain
         and previous.source_sha256 == source_sha
         and previous.settings_digest == digest
     ):
@@ -247,10 +248,19 @@ def optimize_key(
             data, key=key, name=key, settings=settings, stores=stores, credits=credits
         )
     except SourceError as error:
-        failure = Failure(
-            key=key, source_sha256=content_hash(data),
-            settings_digest=_settings_digest(settings, credits or metadata.Credits()),
-            failed=error.reason,
-        )
-        stores.manifests.put(failure)
+        record_failure(key, data, error.reason, settings=settings, stores=stores,
+                       credits=credits)
         raise
+
+
+def record_failure(
+    key: str, data: bytes, reason: str, *, settings: Settings, stores: Stores,
+    credits: metadata.Credits | None = None, certain: bool = True,
+) -> None:
+    """Keep why these bytes of ``key`` could not be made, where every machine finds it. When
+    ``certain``, the same bytes with the same settings are refused without another decode."""
+    stores.manifests.put(Failure(
+        key=key, source_sha256=content_hash(data),
+        settings_digest=_settings_digest(settings, credits or metadata.Credits()),
+        failed=reason, certain=certain,
+    ))

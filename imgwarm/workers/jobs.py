@@ -25,7 +25,7 @@ from imgwarm.pipeline.batch import SourceResult
 from imgwarm.pipeline.layout import safe_relative
 from imgwarm.pipeline.manifest import Failure, Manifest
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
+from imgwarm.workers.app import QUEUED, TASK_NAME, make_app, starts_key
 
 State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
 _STATES: dict[str, State] = {
@@ -117,6 +117,8 @@ def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = N
             # QUEUED first: `status` must not say "unknown" while the message waits. The
             # last run's state goes first (Celery never overwrites a SUCCESS).
             app.backend.forget(job.id)
+            if client := getattr(app.backend, "client", None):
+                client.delete(starts_key(job.id))  # a new chance after task_max_lost
             app.backend.store_result(job.id, None, QUEUED)
             app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
 

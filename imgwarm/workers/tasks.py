@@ -7,6 +7,7 @@ each worker process after the fork, never in the parent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
-from imgwarm.workers.app import TASK_NAME
+from imgwarm.workers.app import TASK_NAME, starts_key
 
 if TYPE_CHECKING:
     from imgwarm.pipeline.origin import Stores
@@ -58,8 +59,54 @@ def run_job(
     return {"reused": outcome.reused, "manifest": outcome.manifest.model_dump(mode="json")}
 
 
+def give_up(key: str, lost: int, settings: Settings, **credits: str | None) -> None:
+    """A job whose worker process died ``lost`` times (a source that crashes a decoder or
+    eats all memory would otherwise be handed out for ever): fail it, for good."""
+    from imgwarm.pipeline.metadata import Credits
+    from imgwarm.pipeline.optimize import record_failure
+    from imgwarm.pipeline.origin import read_original
+
+    reason = (f"its worker process died {lost} times while making it (out of memory, or a "
+              "crash); not tried again (task_max_lost)")
+    stores = process_stores(settings)
+    try:
+        data = read_original(stores.origin, key, settings)
+        record_failure(key, data, reason, settings=settings, stores=stores,
+                       credits=Credits.given(**credits), certain=False)
+    except ImgwarmError:
+        pass  # the job fails all the same; the reason is in its state
+    raise JobFailed(f"{key}: {reason}")
+
+
+class StartCounter:
+    """Counts, in the result backend's Redis, the starts of a job that never ended. The count
+    is cleared when the job ends in any way, and when it is queued again."""
+
+    def __init__(self, app: Celery, settings: Settings) -> None:
+        self.client = getattr(app.backend, "client", None)  # None: not a Redis backend
+        self.ttl = settings.visibility_timeout * (settings.task_max_lost + 2)
+
+    def start(self, job: str) -> int:
+        """How many times the job has started without ending, this time included."""
+        if self.client is None:
+            return 1
+        try:
+            count, _ = self.client.pipeline().incr(starts_key(job)).expire(
+                starts_key(job), self.ttl).execute()
+        except Exception:  # Redis away for a moment: do the work rather than refuse it
+            return 1
+        return int(count)
+
+    def end(self, job: str) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.delete(starts_key(job))
+
+
 def register(app: Celery, settings: Settings) -> None:
     """Add the optimize task to a worker's app."""
+
+    starts = StartCounter(app, settings)
 
     @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _start_process(**_: Any) -> None:
@@ -82,5 +129,11 @@ def register(app: Celery, settings: Settings) -> None:
         self: Any, source_key: str, description: str | None = None,
         copyright: str | None = None, artist: str | None = None,
     ) -> dict[str, Any]:
-        return run_job(source_key, settings, description=description, copyright=copyright,
-                       artist=artist)
+        credits = {"description": description, "copyright": copyright, "artist": artist}
+        started = starts.start(self.request.id)
+        try:
+            if started > settings.task_max_lost:
+                give_up(source_key, started - 1, settings, **credits)
+            return run_job(source_key, settings, **credits)
+        finally:
+            starts.end(self.request.id)

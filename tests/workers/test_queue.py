@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ import redis
 from imgwarm.pipeline.manifest import Failure, Manifest
 from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER
 from imgwarm.pipeline.storage import TEMP_PREFIX
+from imgwarm.workers.app import starts_key
 from imgwarm.workers.jobs import enqueue_all
 from tests.conftest import all_files
 from tests.corpus import BAD, CASES, GOOD, Run
@@ -195,6 +198,30 @@ def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
         assert leftovers == []
     assert sorted(r.key for r in records) == sorted(keys)  # each key exactly once
     assert {r.key: r for r in records} == {m.key: m for m in manifests}
+
+
+def test_a_job_that_keeps_killing_its_worker_process_fails_for_good(local_queue: Queue) -> None:
+    """A pool process killed mid-job puts the job back (task_reject_on_worker_lost); after
+    task_max_lost such deaths the job fails for good, with the reason, instead of looping."""
+    biggest = max(GOOD, key=lambda c: c.path.stat().st_size)
+    local_queue.put("up/heavy.jpg", biggest.path.read_bytes())
+    worker = local_queue.worker("--concurrency", "1")
+    (job,) = enqueue_all(["up/heavy.jpg"], local_queue.settings())
+    starts = redis.Redis.from_url(local_queue.values["broker_url"])
+    key = starts_key(job.id)
+    for attempt in (1, 2, 3):
+        wait_for(lambda n=attempt: int(starts.get(key) or 0) == n, f"start number {attempt}")
+        (child,) = wait_for(worker.pool, "the pool process")
+        os.kill(child, signal.SIGKILL)
+    result = job.wait(timeout=120)
+    assert result.error == ("up/heavy.jpg: its worker process died 3 times while making it "
+                            "(out of memory, or a crash); not tried again (task_max_lost)")
+    record = local_queue.stores().manifests.record("up/heavy.jpg")
+    assert isinstance(record, Failure) and "died 3 times" in record.failed
+    assert local_queue.received("up/heavy.jpg") == 4
+    # Queued again (say, after adding memory), it gets its chances back, and succeeds.
+    again = enqueue_all(["up/heavy.jpg"], local_queue.settings())[0].wait(timeout=120)
+    assert again.manifest is not None, again.error
 
 
 def test_status_says_queued_then_done_failed_or_unknown(local_queue: Queue) -> None:
