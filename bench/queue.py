@@ -242,8 +242,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--photos", type=int, default=50, help="batch size (default 50)")
     parser.add_argument("--runs", type=int, default=3, help="runs of each path (default 3)")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="threads in-process and worker concurrency (default: cores)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="threads in-process and worker concurrency (default 2)")
     parser.add_argument("--samples", type=int, default=9, help="single jobs timed (default 9)")
     parser.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()))
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)

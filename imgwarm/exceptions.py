@@ -6,7 +6,8 @@ ImgwarmError
 │   ├── UnreadableSource     cannot be read at all (missing, permission, not a regular file)
 │   ├── UnsupportedFormat    the bytes are not a format we accept (sniffed, never by name)
 │   ├── LimitExceeded        file size or pixel count over the limit, found on the header
-│   └── CorruptImage         header or pixel data is damaged or uses an unsupported coding
+│   ├── CorruptImage         header or pixel data is damaged or uses an unsupported coding
+│   └── RefusedBefore        the same bytes were refused before (reason recorded in the store)
 ├── LayoutError          a key or path would escape a root, or a folder would overflow
 ├── StorageError         writing to or reading from the origin or manifest store failed
 │   └── TransientStorageError   a fault that retrying may cure (S3 5xx, timeout, connection)
@@ -57,6 +58,11 @@ def too_large(source: str, size: int, limit: int) -> LimitExceeded:
 
 class CorruptImage(SourceError):
     """The source's header or pixel data is damaged, or its coding is unsupported."""
+
+
+class RefusedBefore(SourceError):
+    """These very bytes were refused before, with the same settings and decoders: the reason
+    recorded then is given again, without decoding them."""
 
 
 class LayoutError(ImgwarmError):

@@ -129,3 +129,28 @@ def test_variant_too_tall_for_webp_is_refused_before_decoding(settings: Settings
     jpeg_only = Settings(**{**settings.model_dump(), "formats": ["jpeg"]})
     manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", jpeg_only)
     assert [(v.width, v.height) for v in manifest.variants] == [(200, 17000)]
+
+
+def test_a_refusal_is_recorded_and_given_again_until_a_limit_changes(settings: Settings) -> None:
+    from imgwarm.config import load_settings
+    from imgwarm.exceptions import RefusedBefore
+    from imgwarm.pipeline.manifest import Failure
+    from imgwarm.pipeline.optimize import optimize_key
+
+    original = settings.origin_root / "up" / "big.jpg"
+    original.parent.mkdir(parents=True)
+    original.write_bytes(photo(1600, 1200).jpegsave_buffer())
+    strict = load_settings(**{**settings.model_dump(), "max_pixels": 1_000_000})
+    stores = Stores.local(strict)
+    with pytest.raises(LimitExceeded, match=r"up/big\.jpg: .*max_pixels"):
+        optimize_key("up/big.jpg", settings=strict, stores=stores)
+    record = stores.manifests.record("up/big.jpg")
+    assert isinstance(record, Failure) and "max_pixels" in record.failed
+    before = snapshot(settings.manifest_root)
+    with pytest.raises(RefusedBefore, match="max_pixels"):  # same bytes: no second decode
+        optimize_key("up/big.jpg", settings=strict, stores=stores)
+    assert snapshot(settings.manifest_root) == before  # and nothing rewritten
+    # With the limit raised the same bytes are made: the refusal depended on it.
+    made = optimize_key("up/big.jpg", settings=settings, stores=Stores.local(settings))
+    assert (made.manifest.width, made.manifest.height) == (1600, 1200)
+    assert stores.manifests.get("up/big.jpg") == made.manifest

@@ -170,7 +170,7 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     from imgwarm.pipeline.optimize import local_key
     from imgwarm.pipeline.origin import Stores
 
-    manifests = Stores.local(_settings(ctx, manifest_root=manifest_root)).manifests
+    manifests = Stores.for_settings(_settings(ctx, manifest_root=manifest_root)).manifests
     missing = 0
     for source in sources:
         manifest = manifests.get(local_key(Path(source))) or manifests.get(source)
@@ -272,12 +272,14 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
     Exit status: 0 when no key failed or is unknown, 1 otherwise.
     """
     from imgwarm.cli.report import summarize
+    from imgwarm.pipeline.origin import Stores
     from imgwarm.workers.jobs import describe, job_status
 
     settings = _settings(ctx)
+    stores = Stores.for_settings(settings)
     bad = 0
     for key in dict.fromkeys(keys):
-        found = job_status(key, settings)
+        found = job_status(key, settings, stores)
         bad += found.state in ("failed", "unknown")
         if as_json:
             click.echo(describe(found))
@@ -295,8 +297,12 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
 @click.pass_context
 def config_(ctx: click.Context, as_json: bool) -> None:
     """Print the effective settings (TOML you can save as imgwarm.toml)."""
+    from kombu.utils.url import maybe_sanitize_url
+
     settings = _settings(ctx)
     values = settings.model_dump(mode="json")
+    for name in ("broker_url", "result_backend"):  # printed, logged, pasted: no passwords
+        values[name] = maybe_sanitize_url(values[name])
     if as_json:
         click.echo(json.dumps(values, indent=2))
         return

@@ -8,13 +8,19 @@ million files average under 8 a folder; the store also refuses to overfill a fol
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from imgwarm.exceptions import LayoutError
 
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+# Control and format characters (C0, C1, bidi overrides, line separators) and backslashes:
+# none belongs in a key, and they could hide or rewrite what a terminal or log shows.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _bad_char(text: str) -> bool:
+    return "\\" in text or any(unicodedata.category(c) in _BAD_CATEGORIES for c in text)
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ def safe_relative(key: str | PurePosixPath) -> PurePosixPath:
     """A key as a relative path that cannot leave its root: no absolute paths, no ``..``,
     no empty or dot segments, no control characters or backslashes."""
     text = str(key)
-    if not text or _BAD_CHARS.search(text):
+    if not text or _bad_char(text):
         raise LayoutError(f"refusing key {text!r}: empty or contains control characters")
     path = PurePosixPath(text)
     if path.is_absolute() or text.startswith("/"):

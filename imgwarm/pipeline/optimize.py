@@ -17,6 +17,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import (
     CorruptImage,
     ImgwarmError,
+    RefusedBefore,
     SourceError,
     UnreadableSource,
     too_large,
@@ -91,6 +92,17 @@ def render_master(
 def _settings_digest(settings: Settings, credits: metadata.Credits) -> str:
     given = repr(sorted((k, v) for k, v in vars(credits).items() if v is not None))
     return hashlib.sha256(f"{settings.output_digest()}|{given}".encode()).hexdigest()[:16]
+
+
+def _failure_digest(settings: Settings, credits: metadata.Credits) -> str:
+    """What a refusal depends on besides the bytes: the output settings, the limits, and the
+    decoders (a newer imgwarm or libvips may read what this one could not)."""
+    from imgwarm import __version__
+
+    limits = f"{settings.max_pixels}|{settings.max_bytes}|{settings.accept_png}"
+    decoders = f"{__version__}|{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"
+    seed = f"{_settings_digest(settings, credits)}|{limits}|{decoders}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
 def _encode_all(
@@ -198,9 +210,9 @@ def optimize_bytes(
         isinstance(previous, Failure)
         and previous.certain
         and previous.source_sha256 == source_sha
-        and previous.settings_digest == digest
+        and previous.settings_digest == _failure_digest(settings, given)
     ):
-        raise SourceError(name, previous.failed)  # refused before: no need to decode again
+        raise RefusedBefore(name, previous.failed)  # no need to decode it again
     if (
         isinstance(previous, Manifest)
         and previous.source_sha256 == source_sha
@@ -247,6 +259,8 @@ def optimize_key(
         return optimize_bytes(
             data, key=key, name=key, settings=settings, stores=stores, credits=credits
         )
+    except RefusedBefore:
+        raise  # already recorded: nothing to write
     except SourceError as error:
         record_failure(key, data, error.reason, settings=settings, stores=stores,
                        credits=credits)
@@ -261,6 +275,6 @@ def record_failure(
     ``certain``, the same bytes with the same settings are refused without another decode."""
     stores.manifests.put(Failure(
         key=key, source_sha256=content_hash(data),
-        settings_digest=_settings_digest(settings, credits or metadata.Credits()),
+        settings_digest=_failure_digest(settings, credits or metadata.Credits()),
         failed=reason, certain=certain,
     ))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import UnreadableSource, too_large
+from imgwarm.exceptions import LayoutError, UnreadableSource, too_large
 from imgwarm.pipeline.layout import Layout, safe_relative
 from imgwarm.pipeline.manifest import ManifestStore
 from imgwarm.pipeline.storage import LocalStore, ObjectTooLarge, Store
@@ -54,10 +54,17 @@ class Stores:
         return cls.s3(settings) if settings.origin == "s3" else cls.local(settings)
 
 
+def check_source_key(key: str) -> None:
+    """Refuse a key that is unsafe (LayoutError: ``..``, absolute, control characters) or
+    names imgwarm's own hidden files (temp files, ``.imgwarm/manifests``)."""
+    if any(part.startswith(".") for part in safe_relative(key).parts):
+        raise LayoutError(f"refusing key {key!r}: hidden names ('.' first) are imgwarm's own")
+
+
 def read_original(store: Store, key: str, settings: Settings) -> bytes:
     """The bytes of the original at ``key``, refusing unsafe keys (LayoutError) and oversized
     objects before reading them."""
-    safe_relative(key)
+    check_source_key(key)
     try:
         data = store.read(key, limit=settings.max_bytes)
     except ObjectTooLarge as error:

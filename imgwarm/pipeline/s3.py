@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    IncompleteReadError,
+    ResponseStreamingError,
+)
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from imgwarm.config import Settings
@@ -32,7 +38,8 @@ CONTENT_TYPES = {f".{EXTENSIONS[f]}": MEDIA_TYPES[f] for f in EXTENSIONS} | {
 }
 _TRANSIENT_CODES = frozenset([
     "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "Throttling", "ThrottlingException",
-    "InternalError", "ServiceUnavailable", "OperationAborted",
+    "TooManyRequests", "TooManyRequestsException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "InternalError", "ServiceUnavailable", "OperationAborted",
 ])
 _MISSING_CODES = frozenset(["NoSuchKey", "NotFound"])
 
@@ -84,11 +91,14 @@ class S3Store:
         where = self.describe(key)
         if isinstance(error, ClientError):
             code, status = _code(error), _status(error)
-            kind = TransientStorageError if status >= 500 or code in _TRANSIENT_CODES else (
-                StorageError
-            )
-            return kind(f"cannot {action} {where}: {code or status} {error}")
-        if isinstance(error, BotoConnectionError | HTTPClientError):
+            transient = status >= 500 or status == 429 or code in _TRANSIENT_CODES
+            kind = TransientStorageError if transient else StorageError
+            hint = ""
+            if status == 403 and action == "look up":
+                hint = " (S3 answers 403 for a missing object when s3:ListBucket is not granted)"
+            return kind(f"cannot {action} {where}: {code or status} {error}{hint}")
+        if isinstance(error, BotoConnectionError | HTTPClientError | IncompleteReadError
+                      | ResponseStreamingError):
             return TransientStorageError(f"cannot {action} {where}: {error}")
         return StorageError(f"cannot {action} {where}: {error}")
 

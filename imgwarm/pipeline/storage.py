@@ -16,12 +16,18 @@ import uuid
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from imgwarm.exceptions import LayoutError, StorageError
+from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
 from imgwarm.pipeline.layout import join_under
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
+
+
+def _write_error(target: Path, error: OSError) -> StorageError:
+    """A full disk or quota may be freed: queued jobs retry on it; anything else is final."""
+    kind = TransientStorageError if error.errno in (errno.ENOSPC, errno.EDQUOT) else StorageError
+    return kind(f"cannot write {target}: {error.strerror}")
 
 
 class ObjectTooLarge(Exception):
@@ -98,7 +104,7 @@ class LocalStore:
                     dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX
                 )
         except OSError as error:
-            raise StorageError(f"cannot write {target}: {error.strerror}") from None
+            raise _write_error(target, error) from None
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -113,7 +119,7 @@ class LocalStore:
             if temp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(temp)
-            raise StorageError(f"cannot write {target}: {error.strerror}") from None
+            raise _write_error(target, error) from None
         return True
 
     def _unnamed(self, folder: Path) -> int | None:

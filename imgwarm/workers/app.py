@@ -63,7 +63,7 @@ def make_app(settings: Settings, role: Role = "client") -> Celery:
             task_publish_retry_policy={"max_retries": 1, "interval_start": 0,
                                        "interval_step": 0.2, "interval_max": 0.2},
             redis_socket_connect_timeout=fast,
-            redis_socket_timeout=None,  # waiting on a job's result may take long
+            redis_socket_timeout=fast,  # a Redis that accepts but never answers, too
             result_backend_transport_options={
                 "retry_policy": {"max_retries": 1, "interval_start": 0, "interval_step": 0.2,
                                  "interval_max": 0.2},

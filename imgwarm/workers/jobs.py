@@ -1,13 +1,16 @@
 """The client side of the queue: enqueue source keys, wait on their jobs, tell their state.
 
-A job's id comes from its key, so a key has one state in the result backend: enqueueing it
-again resets that state to QUEUED, and ``imgwarm status KEY`` needs nothing but the key.
+Each enqueue is a job of its own id (a run still going for an earlier enqueue of the same key
+reports to its own id, never to the new one's); the result backend also keeps, per key, the
+id of its latest job, so that ``imgwarm status KEY`` needs nothing but the key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,10 +25,10 @@ from kombu.utils.url import maybe_sanitize_url
 from imgwarm.config import Settings
 from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
 from imgwarm.pipeline.batch import SourceResult
-from imgwarm.pipeline.layout import safe_relative
 from imgwarm.pipeline.manifest import Failure, Manifest
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.workers.app import QUEUED, TASK_NAME, make_app, starts_key
+from imgwarm.pipeline.origin import Stores
+from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
 
 State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
 _STATES: dict[str, State] = {
@@ -37,9 +40,17 @@ _STATES: dict[str, State] = {
 T = TypeVar("T")
 
 
-def job_id(key: str) -> str:
+def latest_pointer(key: str) -> str:
+    """Result-backend key holding the id of the latest job queued for a source key."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
-    return f"imgwarm-{digest[:32]}"
+    return f"imgwarm-latest-{digest[:32]}"
+
+
+def latest_job_id(key: str, settings: Settings) -> str | None:
+    app = client_app(settings)
+    found = _broker(settings, f"reading the state of {key}",
+                    lambda: app.backend.get(latest_pointer(key)))
+    return found.decode() if isinstance(found, bytes) else found
 
 
 @lru_cache(maxsize=4)
@@ -98,9 +109,11 @@ class Job:
 
 
 def check_keys(keys: Iterable[str]) -> None:
-    """Refuse unsafe keys (``..``, absolute, control characters) before queueing any."""
+    """Refuse unsafe keys (``..``, absolute, control characters, hidden) before queueing any."""
+    from imgwarm.pipeline.origin import check_source_key
+
     for key in keys:
-        safe_relative(key)
+        check_source_key(key)
 
 
 def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = None) -> list[Job]:
@@ -111,16 +124,24 @@ def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = N
     kwargs = {k: v for k, v in vars(credits or Credits()).items() if v is not None}
     jobs: list[Job] = []
     for key in keys:
-        job = Job(key, job_id(key), settings)
+        job = Job(key, f"imgwarm-{uuid.uuid4().hex}", settings)
 
         def send(job: Job = job) -> None:
-            # QUEUED first: `status` must not say "unknown" while the message waits. The
-            # last run's state goes first (Celery never overwrites a SUCCESS).
-            app.backend.forget(job.id)
-            if client := getattr(app.backend, "client", None):
-                client.delete(starts_key(job.id))  # a new chance after task_max_lost
-            app.backend.store_result(job.id, None, QUEUED)
-            app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
+            # QUEUED first: `status` must not say "unknown" while the message waits.
+            backend, pointer = app.backend, latest_pointer(job.key)
+            previous = backend.get(pointer)
+            backend.store_result(job.id, None, QUEUED)
+            backend.set(pointer, job.id)
+            try:
+                app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
+            except Exception:  # not queued: status must not say it is
+                with contextlib.suppress(Exception):
+                    backend.forget(job.id)
+                    if previous is None:
+                        backend.delete(pointer)
+                    else:
+                        backend.set(pointer, previous)
+                raise
 
         try:
             _broker(settings, f"queueing {key}", send)
@@ -155,18 +176,19 @@ class JobStatus:
     def to_object(self) -> dict[str, Any]:
         """The optimize ``--json`` object (when done or failed), with the state."""
         base = SourceResult(self.key, manifest=self.manifest, error=self.error)
-        found = base.to_object() if self.state in ("done", "failed") else {"source": self.key}
-        return {**found, "state": self.state}
+        if self.state in ("done", "failed"):
+            return {**base.to_object(), "state": self.state}
+        found = {"source": self.key, "state": self.state}
+        return found | ({"last_fault": self.error} if self.error else {})
 
 
-def job_status(key: str, settings: Settings) -> JobStatus:
+def job_status(key: str, settings: Settings, stores: Stores | None = None) -> JobStatus:
     """Where a key stands: the result backend knows queued, running, retrying and recent
     ends; the manifest store knows every end, for good."""
-    from imgwarm.pipeline.origin import Stores
-
     app = client_app(settings)
-    meta = _broker(settings, f"reading the state of {key}",
-                   lambda: app.backend.get_task_meta(job_id(key)))
+    latest = latest_job_id(key, settings)
+    meta: dict[str, Any] = {} if latest is None else _broker(
+        settings, f"reading the state of {key}", lambda: app.backend.get_task_meta(latest))
     state = _STATES.get(str(meta.get("status")), "unknown")
     if state in ("queued", "running"):
         return JobStatus(key, state)
@@ -175,7 +197,7 @@ def job_status(key: str, settings: Settings) -> JobStatus:
     if state == "failed":
         return JobStatus(key, state, error=_message(key, meta.get("result")))
     try:
-        record = Stores.for_settings(settings).manifests.record(key)
+        record = (stores or Stores.for_settings(settings)).manifests.record(key)
     except StorageError as error:
         raise ImgwarmError(f"cannot read the manifest of {key}: {error}") from None
     if isinstance(record, Manifest):

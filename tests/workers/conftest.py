@@ -19,7 +19,7 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.manifest import Manifest
 from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER, Stores
 from imgwarm.pipeline.s3 import CONTENT_TYPES, IMMUTABLE
-from imgwarm.workers.jobs import job_id, job_status
+from imgwarm.workers.jobs import job_status, latest_job_id
 from tests.servers import IMGWARM, RedisServer, S3Server, Worker, clean_env, wait_for
 
 _databases = itertools.count(1)
@@ -86,15 +86,26 @@ class Queue:
     def meta(self, key: str) -> dict[str, Any]:
         from imgwarm.workers.jobs import client_app
 
-        return dict(client_app(self.settings()).backend.get_task_meta(job_id(key)))
+        return dict(client_app(self.settings()).backend.get_task_meta(self.job(key)))
+
+    def job(self, key: str) -> str:
+        """The id of the latest job queued for a key."""
+        found = latest_job_id(key, self.settings())
+        assert found is not None, f"no job was queued for {key}"
+        return found
 
     def log(self) -> str:
         path = self.workdir / "worker.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
     def received(self, key: str) -> int:
-        """How many times the workers took this key's job (from their log)."""
-        return self.log().count(f"[{job_id(key)}] received")
+        """How many times the workers took this key's latest job (from their log)."""
+        return self.log().count(f"[{self.job(key)}] received")
+
+    def made(self, job: str) -> int:
+        """How many runs of a job made the source (not skipped as already made)."""
+        return sum(1 for line in self.log().splitlines()
+                   if f"[{job}] succeeded in " in line and "{'reused': False" in line)
 
     def wait_done(self, keys: list[str], timeout: float = 120) -> None:
         wait_for(lambda: all(self.state(k) in ("done", "failed") for k in keys),

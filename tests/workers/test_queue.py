@@ -8,6 +8,8 @@ import itertools
 import json
 import os
 import signal
+import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from imgwarm.workers.app import starts_key
 from imgwarm.workers.jobs import enqueue_all
 from tests.conftest import all_files
 from tests.corpus import BAD, CASES, GOOD, Run
-from tests.servers import RedisServer, S3Server, wait_for
+from tests.servers import IMGWARM, RedisServer, S3Server, wait_for
 from tests.workers.conftest import Queue, check_s3_outputs
 
 SLOW_ENOUGH = {"visibility_timeout": "120", "task_soft_time_limit": "60",
@@ -95,9 +97,8 @@ def test_bad_files_fail_once_with_their_reason(corpus_queue: CorpusQueue) -> Non
         key = corpus_key(case.path.name)
         error = corpus_queue.results[key]["error"]
         record = manifests.record(key)
-        if record is not None:  # bad images are recorded; a key with no bytes has nothing
-            assert isinstance(record, Failure)
-            assert error == f"{key}: {record.failed}"
+        assert isinstance(record, Failure), f"{key}: no failure recorded"
+        assert error == f"{key}: {record.failed}"
         assert queue.meta(key)["retries"] == 0
         assert queue.received(key) == 1, f"{key} was taken more than once"
         assert queue.state(key) == "failed"
@@ -119,12 +120,12 @@ def test_enqueueing_again_is_a_no_op(corpus_queue: CorpusQueue) -> None:
 
     before = snapshot()
     time.sleep(1.1)  # a rewrite would carry a later LastModified
-    keys = [corpus_key(c.path.name) for c in GOOD]
+    keys = [corpus_key(c.path.name) for c in CASES]  # the bad ones too: refused again
     code, again = queue.cli_json("enqueue", "--wait", *keys)
-    assert code == 0
-    assert again == {k: corpus_queue.results[k] for k in keys}
-    assert snapshot() == before
-    assert queue.log().count("'reused': True") >= len(keys)
+    assert code == corpus_queue.exit_code
+    assert again == corpus_queue.results
+    assert snapshot() == before  # not one variant, manifest or failure record rewritten
+    assert queue.log().count("'reused': True") >= len(GOOD)
 
 
 def backend_state(queue: Queue, key: str) -> str:
@@ -196,8 +197,10 @@ def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
         assert variants == {v.path for m in manifests for v in m.variants}
         leftovers = [p for p in queue.workdir.rglob(f"{TEMP_PREFIX}*")]
         assert leftovers == []
-    assert sorted(r.key for r in records) == sorted(keys)  # each key exactly once
+    assert sorted(r.key for r in records) == sorted(keys)  # one manifest per key
     assert {r.key: r for r in records} == {m.key: m for m in manifests}
+    # Each source was made exactly once: a job run again after the kill found it made.
+    assert [queue.made(job.id) for job in jobs] == [1] * len(jobs)
 
 
 def test_a_job_that_keeps_killing_its_worker_process_fails_for_good(local_queue: Queue) -> None:
@@ -251,7 +254,8 @@ def test_status_says_queued_then_done_failed_or_unknown(local_queue: Queue) -> N
 
 
 def test_enqueue_refuses_unsafe_keys_before_queueing(local_queue: Queue) -> None:
-    for key in ["../etc/passwd", "/etc/passwd", "a/../../b.jpg", "bell\x07.jpg"]:
+    for key in ["../etc/passwd", "/etc/passwd", "a/../../b.jpg", "bell\x07.jpg", "csi\x9b2J.jpg",
+                "evil\u202egpj.exe", ".imgwarm/manifests/x.json", "a/.tmp-x.part"]:
         done = local_queue.cli("enqueue", "fine.jpg", key)
         assert done.returncode == 2, key
         assert "refusing key" in done.stderr
@@ -274,6 +278,37 @@ def test_enqueue_fails_fast_when_redis_is_down(local_queue: Queue) -> None:
 
     with pytest.raises(BrokerError, match="nothing was queued"):
         enqueue("a.jpg", settings=local_queue.settings())
+
+
+def test_enqueue_fails_when_redis_accepts_but_never_answers(local_queue: Queue) -> None:
+    with socket.socket() as silent:  # connections queue up in the backlog, unanswered
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        local_queue.values |= {"broker_url": url, "result_backend": url,
+                               "broker_timeout": "1"}
+        done = local_queue.cli("enqueue", "a.jpg", timeout=60)
+        shown = local_queue.cli("status", "a.jpg", timeout=60)
+    assert done.returncode == 1
+    assert "cannot reach the broker" in done.stderr and "nothing was queued" in done.stderr
+    assert shown.returncode == 1 and "cannot reach the broker" in shown.stderr
+
+
+def test_waiting_outlasts_the_broker_timeout(local_queue: Queue) -> None:
+    """--wait keeps waiting on a job that takes longer than broker_timeout to end."""
+    from imgwarm.samples import photo
+
+    local_queue.values["broker_timeout"] = "1"
+    local_queue.put("in/late.jpg", photo(640, 480).jpegsave_buffer())
+    waiting = subprocess.Popen([str(IMGWARM), "enqueue", "--wait", "in/late.jpg"],
+                               env=local_queue.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: local_queue.state("in/late.jpg") == "queued", "the job to be queued")
+    time.sleep(3)  # three broker timeouts with no worker
+    local_queue.worker("--concurrency", "1")
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, err
+    assert out.startswith("done      in/late.jpg")
 
 
 def test_python_enqueue_carries_the_credits(local_queue: Queue) -> None:
