@@ -212,9 +212,9 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     """Queue each KEY (an original in the origin: a path under origin_root, or an S3 key
     under the prefix) for the workers (`imgwarm worker`).
 
-    Keys with '..', absolute paths or control characters are refused before anything is
-    queued (exit 2). If Redis cannot be reached, nothing is silently dropped: the message
-    says which keys were queued and the exit status is 1.
+    Keys with '..', absolute paths, control characters or hidden ('.') names are refused
+    before anything is queued (exit 2). If Redis cannot be reached, nothing is silently
+    dropped: the message says which keys were queued and the exit status is 1.
     """
     from imgwarm.pipeline.metadata import Credits
     from imgwarm.workers.jobs import enqueue_all
