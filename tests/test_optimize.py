@@ -154,3 +154,20 @@ def test_a_refusal_is_recorded_and_given_again_until_a_limit_changes(settings: S
     made = optimize_key("up/big.jpg", settings=settings, stores=Stores.local(settings))
     assert (made.manifest.width, made.manifest.height) == (1600, 1200)
     assert stores.manifests.get("up/big.jpg") == made.manifest
+
+
+def test_a_missing_original_is_recorded_but_not_held_against_it(settings: Settings) -> None:
+    from imgwarm.exceptions import UnreadableSource
+    from imgwarm.pipeline.manifest import Failure
+    from imgwarm.pipeline.optimize import optimize_key
+
+    stores = Stores.local(settings)
+    with pytest.raises(UnreadableSource, match="no such original"):
+        optimize_key("up/late.jpg", settings=settings, stores=stores)
+    record = stores.manifests.record("up/late.jpg")
+    assert isinstance(record, Failure) and not record.certain
+    # The upload lands later: the same key is made.
+    (settings.origin_root / "up").mkdir(parents=True)
+    (settings.origin_root / "up" / "late.jpg").write_bytes(photo(400, 300).jpegsave_buffer())
+    made = optimize_key("up/late.jpg", settings=settings, stores=stores)
+    assert stores.manifests.get("up/late.jpg") == made.manifest

@@ -254,7 +254,12 @@ def optimize_key(
 ) -> Outcome:
     """Make the variants of the original stored at ``key`` in the origin. A bad image is
     recorded as a failure in the manifest store, so every machine can tell why."""
-    data = read_original(stores.origin, key, settings)
+    try:
+        data = read_original(stores.origin, key, settings)
+    except SourceError as error:  # missing, or too large to read: it may be replaced
+        record_failure(key, b"", error.reason, settings=settings, stores=stores,
+                       credits=credits, certain=False)
+        raise
     try:
         return optimize_bytes(
             data, key=key, name=key, settings=settings, stores=stores, credits=credits

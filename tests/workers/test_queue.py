@@ -251,6 +251,11 @@ def test_status_says_queued_then_done_failed_or_unknown(local_queue: Queue) -> N
     lines = failed.stderr.splitlines()
     assert lines[0].startswith("failed    in/broken.jpg: ")
     assert lines[1] == "unknown   in/never.jpg"
+    # Once job states have expired, the manifest store still knows both ends.
+    redis.Redis.from_url(local_queue.values["result_backend"]).flushdb()
+    later = local_queue.cli("status", "in/photo.jpg", "in/broken.jpg")
+    assert later.stdout.startswith("done      in/photo.jpg  640x480 -> ")
+    assert later.stderr.splitlines()[0] == lines[0]
 
 
 def test_enqueue_refuses_unsafe_keys_before_queueing(local_queue: Queue) -> None:
