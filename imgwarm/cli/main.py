@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
@@ -202,7 +203,8 @@ def _credit_options(command: Any) -> Any:
 @click.option("--wait", is_flag=True,
               help="Block until each job ends; exit 1 if any failed.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="With --wait: count a job still running after this long as failed.")
+              help="With --wait: count the jobs not ended this long after queueing as "
+              "failed (they still run).")
 @click.option("--json", "as_json", is_flag=True,
               help="One JSON object per key per line (with --wait: the optimize --json one).")
 @click.pass_context
@@ -229,7 +231,11 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
             click.echo(json.dumps({"source": job.key, "queued": True, "job": job.id},
                                   ensure_ascii=False) if as_json else f"queued    {job.key}")
         return
-    results: Iterable[SourceResult] = (job.wait(timeout) for job in jobs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    results: Iterable[SourceResult] = (
+        job.wait(None if deadline is None else max(0.01, deadline - time.monotonic()))
+        for job in jobs
+    )
     failed = _report(results, len(jobs), as_json, "waiting")
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 

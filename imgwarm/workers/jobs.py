@@ -97,7 +97,7 @@ class Job:
             try:
                 return result.get(timeout=timeout, propagate=False, interval=0.2)
             except CeleryTimeout:
-                return TimeoutError(f"still not done after {timeout:g} s")
+                return TimeoutError("not ended when the wait ran out (it may still run)")
 
         value = _broker(self.settings, f"waiting for {self.key}", get)
         if isinstance(value, TimeoutError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
@@ -51,23 +51,28 @@ def run_job(
     except TransientStorageError:
         raise
     except SoftTimeLimitExceeded:
-        raise JobFailed(f"{key}: took longer than {settings.task_soft_time_limit} s "
-                        "(task_soft_time_limit)") from None
+        fail(key, f"took longer than {settings.task_soft_time_limit} s (task_soft_time_limit)",
+             settings, description=description, copyright=copyright, artist=artist)
     except ImgwarmError as error:
         raise JobFailed(str(error)) from None
     # "reused" first: the worker log shows the start of the result, and this is what counts
     return {"reused": outcome.reused, "manifest": outcome.manifest.model_dump(mode="json")}
 
 
-def give_up(key: str, lost: int, settings: Settings, **credits: str | None) -> None:
+def give_up(key: str, lost: int, settings: Settings, **credits: str | None) -> NoReturn:
     """A job whose worker process died ``lost`` times (a source that crashes a decoder or
     eats all memory would otherwise be handed out for ever): fail it, for good."""
+    fail(key, f"its worker process died {lost} times while making it (out of memory, or a "
+         "crash); not tried again (task_max_lost)", settings, **credits)
+
+
+def fail(key: str, reason: str, settings: Settings, **credits: str | None) -> NoReturn:
+    """End a job that did not fail on its image, with the reason recorded in the manifest
+    store (as one that may pass: enqueueing the same bytes again makes them again)."""
     from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.optimize import record_failure
     from imgwarm.pipeline.origin import read_original
 
-    reason = (f"its worker process died {lost} times while making it (out of memory, or a "
-              "crash); not tried again (task_max_lost)")
     stores = process_stores(settings)
     try:
         data = read_original(stores.origin, key, settings)

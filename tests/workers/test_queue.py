@@ -229,6 +229,32 @@ def test_a_job_that_keeps_killing_its_worker_process_fails_for_good(local_queue:
     assert again.manifest is not None, again.error
 
 
+def test_a_job_over_the_soft_time_limit_fails_with_that_reason(local_queue: Queue) -> None:
+    from imgwarm.samples import photo
+
+    # AVIF at effort 10 takes seconds a variant; the limit lands between two of them.
+    local_queue.values |= {"task_soft_time_limit": "1", "task_time_limit": "30",
+                           "visibility_timeout": "60", "formats": "avif,webp,jpeg",
+                           "avif_effort": "10"}
+    local_queue.put("up/huge.jpg", photo(3000, 2000).jpegsave_buffer(Q=95))
+    local_queue.worker("--concurrency", "1")
+    done = local_queue.cli("enqueue", "--wait", "up/huge.jpg")
+    assert done.returncode == 1
+    reason = "took longer than 1 s (task_soft_time_limit)"
+    assert done.stderr.splitlines()[0] == f"FAILED up/huge.jpg: {reason}"
+    record = local_queue.stores().manifests.record("up/huge.jpg")
+    assert isinstance(record, Failure) and record.failed == reason and not record.certain
+
+
+def test_wait_timeout_counts_unended_jobs_as_failed(local_queue: Queue) -> None:
+    done = local_queue.cli("enqueue", "--wait", "--timeout", "1", "--json", "a.jpg", "b.jpg")
+    assert done.returncode == 1  # no worker: neither ended
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["error"] for r in results] == [
+        f"{k}: not ended when the wait ran out (it may still run)" for k in ("a.jpg", "b.jpg")]
+    assert local_queue.state("a.jpg") == "queued"
+
+
 def test_status_says_queued_then_done_failed_or_unknown(local_queue: Queue) -> None:
     from imgwarm.samples import photo
 
