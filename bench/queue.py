@@ -34,8 +34,6 @@ import importlib.util  # noqa: E402
 import itertools  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
-import signal  # noqa: E402
-import socket  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -53,28 +51,10 @@ _spec.loader.exec_module(bench_optimize)  # its photo choice and helpers, not a 
 DEFAULT_CORPUS = bench_optimize.DEFAULT_CORPUS
 default_files = bench_optimize.default_files
 find_imgwarm = bench_optimize.find_imgwarm
+sys.path.insert(0, str(HERE.parent))
+from tests.servers import RedisServer, Worker  # noqa: E402  (the tests' real Redis and worker)
 
 DEFAULT_OUTPUT = HERE / "results" / "queue.json"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--databases", "1000", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return process, port
-        time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
 
 
 class Setup:
@@ -102,24 +82,9 @@ class Setup:
                                 for k, v in self.env.items() if k.startswith("IMGWARM_")})
 
 
-class Worker:
-    def __init__(self, imgwarm: str, setup: Setup, concurrency: int) -> None:
-        self.log = setup.root / "worker.log"
-        self.handle = self.log.open("wb")
-        self.process = subprocess.Popen(
-            [imgwarm, "worker", "--concurrency", str(concurrency), "--loglevel", "INFO",
-             "--without-mingle", "--without-gossip"],
-            env=setup.env, stdout=self.handle, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while " ready." not in self.log.read_text(errors="replace"):
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"worker did not start:\n{self.log.read_text()}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(60)
-        self.handle.close()
+def start_worker(setup: Setup, concurrency: int) -> Worker:
+    """A real `imgwarm worker`, ready (its start is not timed: it runs all along in use)."""
+    return Worker(setup.env, setup.root / "worker.log", "--concurrency", str(concurrency))
 
 
 def stage(files: list[Path], count: int, folder: Path) -> list[Path]:
@@ -157,7 +122,7 @@ def run_queue(imgwarm: str, setup: Setup, photos: list[Path], workers: int) -> f
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(photo, target)
         keys.append(f"uploads/{photo.name}")
-    worker = Worker(imgwarm, setup, workers)
+    worker = start_worker(setup, workers)
     try:
         start = time.perf_counter()
         done = subprocess.run([imgwarm, "enqueue", "--wait", "--json", *keys], env=setup.env,
@@ -169,7 +134,7 @@ def run_queue(imgwarm: str, setup: Setup, photos: list[Path], workers: int) -> f
     return wall
 
 
-def latency(imgwarm: str, work: Path, redis_port: int, files: list[Path], samples: int,
+def latency(work: Path, redis_port: int, files: list[Path], samples: int,
             workers: int) -> dict[str, list[float]]:
     """Enqueue -> manifest for one job at a time on an idle worker; the same job again
     (skipped); and the same work in-process (imgwarm.optimize, warm)."""
@@ -187,7 +152,7 @@ def latency(imgwarm: str, work: Path, redis_port: int, files: list[Path], sample
         shutil.copyfile(photo, target)
         keys.append(f"single/{target.name}")
     found: dict[str, list[float]] = {"queue": [], "skipped": [], "in_process": []}
-    worker = Worker(imgwarm, setup, workers)
+    worker = start_worker(setup, workers)
     try:
         enqueue_all(["single/warm-up"], settings)[0].wait(60)  # connections, imports
         for key in keys:
@@ -259,7 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with tempfile.TemporaryDirectory(dir=args.tmp, prefix="imgwarm-bench-queue-") as tmp:
         work = Path(tmp)
-        redis, port = start_redis(work)
+        redis = RedisServer(work)
+        port = redis.port
         try:
             photos = stage(files, args.photos, work / "photos")
             walls: dict[str, list[float]] = {"in_process": [], "queue": []}
@@ -271,10 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          args.workers)
                     walls[kind].append(wall)
                     print(f"run {run + 1}: {kind:10} {wall:6.2f} s", file=sys.stderr)
-            single = latency(imgwarm, work, port, files, args.samples, args.workers)
+            single = latency(work, port, files, args.samples, args.workers)
         finally:
-            redis.terminate()
-            redis.wait(10)
+            redis.stop()
     context = {
         "photos": args.photos, "workers": args.workers, "runs": args.runs, "walls": walls,
         "in_process_jobs_per_s": args.photos / statistics.median(walls["in_process"]),

@@ -114,10 +114,11 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
 
 def _check_keys(keys: list[str]) -> None:
     from imgwarm.exceptions import LayoutError
-    from imgwarm.workers.jobs import check_keys
+    from imgwarm.pipeline.origin import check_source_key
 
     try:
-        check_keys(keys)
+        for key in keys:
+            check_source_key(key)
     except LayoutError as error:
         raise click.UsageError(str(error)) from None
 
@@ -218,14 +219,16 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     before anything is queued (exit 2). If Redis cannot be reached, nothing is silently
     dropped: the message says which keys were queued and the exit status is 1.
     """
+    from imgwarm.exceptions import LayoutError
     from imgwarm.pipeline.metadata import Credits
     from imgwarm.workers.jobs import enqueue_all
 
     settings = _settings(ctx)
-    unique = list(dict.fromkeys(keys))
-    _check_keys(unique)
     credits = Credits.given(description=description, copyright=copyright_, artist=artist)
-    jobs = enqueue_all(unique, settings, credits)
+    try:  # every key is checked before any is queued
+        jobs = enqueue_all(list(dict.fromkeys(keys)), settings, credits)
+    except LayoutError as error:
+        raise click.UsageError(str(error)) from None
     if not wait:
         for job in jobs:
             click.echo(json.dumps({"source": job.key, "queued": True, "job": job.id},
@@ -257,11 +260,15 @@ def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
     from imgwarm.workers.app import make_app
 
     settings = _settings(ctx)
-    given = " ".join(celery_args)
+
+    def given(short: str, long: str) -> bool:  # -c 2, -c2, --concurrency 2, --concurrency=2
+        return any((a.startswith(short) and not a.startswith("--")) or a.split("=")[0] == long
+                   for a in celery_args)
+
     argv = ["worker"]
-    if not any(a in ("-c",) or a.startswith("--concurrency") for a in celery_args):
+    if not given("-c", "--concurrency"):
         argv += ["--concurrency", str(settings.effective_workers())]
-    if "--loglevel" not in given and "-l" not in celery_args:
+    if not given("-l", "--loglevel"):
         argv += ["--loglevel", "INFO"]
     make_app(settings, role="worker").worker_main([*argv, *celery_args])
 

@@ -46,12 +46,15 @@ class Failure(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     key: str
-    source_sha256: str
+    # The bytes that failed (a bad image: the same bytes and settings are refused without a
+    # decode); None for failures that may pass (missing, too large, a worker that kept dying).
+    source_sha256: str | None
     settings_digest: str
     failed: str  # the reason, one line
-    # The same bytes and settings would fail again (a bad image), so they are refused without
-    # decoding; False for failures that may pass (a worker process that kept dying).
-    certain: bool = True
+
+    @property
+    def certain(self) -> bool:
+        return self.source_sha256 is not None
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

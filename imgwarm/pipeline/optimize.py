@@ -208,7 +208,6 @@ def optimize_bytes(
     previous = stores.manifests.record(key)
     if (
         isinstance(previous, Failure)
-        and previous.certain
         and previous.source_sha256 == source_sha
         and previous.settings_digest == _failure_digest(settings, given)
     ):
@@ -257,8 +256,8 @@ def optimize_key(
     try:
         data = read_original(stores.origin, key, settings)
     except SourceError as error:  # missing, or too large to read: it may be replaced
-        record_failure(key, b"", error.reason, settings=settings, stores=stores,
-                       credits=credits, certain=False)
+        record_failure(key, None, error.reason, settings=settings, stores=stores,
+                       credits=credits)
         raise
     try:
         return optimize_bytes(
@@ -273,13 +272,14 @@ def optimize_key(
 
 
 def record_failure(
-    key: str, data: bytes, reason: str, *, settings: Settings, stores: Stores,
-    credits: metadata.Credits | None = None, certain: bool = True,
+    key: str, data: bytes | None, reason: str, *, settings: Settings, stores: Stores,
+    credits: metadata.Credits | None = None,
 ) -> None:
-    """Keep why these bytes of ``key`` could not be made, where every machine finds it. When
-    ``certain``, the same bytes with the same settings are refused without another decode."""
+    """Keep why ``key`` could not be made, where every machine finds it. With the bytes that
+    failed (a bad image), the same bytes and settings are later refused without a decode;
+    without them (missing, too large, a worker that kept dying) the failure may pass."""
     stores.manifests.put(Failure(
-        key=key, source_sha256=content_hash(data),
+        key=key, source_sha256=None if data is None else content_hash(data),
         settings_digest=_failure_digest(settings, credits or metadata.Credits()),
-        failed=reason, certain=certain,
+        failed=reason,
     ))

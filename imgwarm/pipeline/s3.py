@@ -8,8 +8,9 @@ else (no such bucket, access denied) is a StorageError.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -42,6 +43,7 @@ _TRANSIENT_CODES = frozenset([
     "BandwidthLimitExceeded", "InternalError", "ServiceUnavailable", "OperationAborted",
 ])
 _MISSING_CODES = frozenset(["NoSuchKey", "NotFound"])
+T = TypeVar("T")
 
 
 def make_client(settings: Settings) -> S3Client:
@@ -87,6 +89,21 @@ class S3Store:
     def describe(self, key: str | PurePosixPath) -> str:
         return f"s3://{self.bucket}/{self.object_key(key)}"
 
+    def _call(
+        self, action: str, key: str | PurePosixPath, request: Callable[[], T],
+        *, missing_ok: bool = False,
+    ) -> T | None:
+        """Run one request: None for a missing object when ``missing_ok``; any other fault
+        becomes a StorageError (a TransientStorageError when it may pass)."""
+        try:
+            return request()
+        except ClientError as error:
+            if missing_ok and _missing(error):
+                return None
+            raise self._fail(action, key, error) from None
+        except BotoCoreError as error:
+            raise self._fail(action, key, error) from None
+
     def _fail(self, action: str, key: str | PurePosixPath, error: Exception) -> StorageError:
         where = self.describe(key)
         if isinstance(error, ClientError):
@@ -102,33 +119,23 @@ class S3Store:
             return TransientStorageError(f"cannot {action} {where}: {error}")
         return StorageError(f"cannot {action} {where}: {error}")
 
-    def _head(self, key: str | PurePosixPath) -> dict[str, Any] | None:
-        try:
-            return dict(self.client.head_object(Bucket=self.bucket, Key=self.object_key(key)))
-        except ClientError as error:
-            if _missing(error):
-                return None
-            raise self._fail("look up", key, error) from None
-        except BotoCoreError as error:
-            raise self._fail("look up", key, error) from None
-
     def exists(self, key: str | PurePosixPath) -> bool:
-        return self._head(key) is not None
+        def head() -> bool:
+            self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
+            return True
+
+        return self._call("look up", key, head, missing_ok=True) is not None
 
     def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
-        try:
+        def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
             size = int(response["ContentLength"])
             if limit is not None and size > limit:
                 response["Body"].close()
                 raise ObjectTooLarge(size)
             return response["Body"].read()
-        except ClientError as error:
-            if _missing(error):
-                return None
-            raise self._fail("read", key, error) from None
-        except BotoCoreError as error:
-            raise self._fail("read", key, error) from None
+
+        return self._call("read", key, get, missing_ok=True)
 
     def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
         """Put the object with its Content-Type and Cache-Control; True when it was written.
@@ -138,17 +145,12 @@ class S3Store:
         object_key = self.object_key(key)
         content_type = CONTENT_TYPES.get(PurePosixPath(object_key).suffix.lower(),
                                          "application/octet-stream")
-        try:
-            self.client.put_object(
-                Bucket=self.bucket, Key=object_key, Body=data, ContentType=content_type,
-                CacheControl=self.cache_control,
-            )
-        except (ClientError, BotoCoreError) as error:
-            raise self._fail("write", key, error) from None
+        self._call("write", key, lambda: self.client.put_object(
+            Bucket=self.bucket, Key=object_key, Body=data, ContentType=content_type,
+            CacheControl=self.cache_control,
+        ))
         return True
 
     def delete(self, key: str | PurePosixPath) -> None:
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=self.object_key(key))
-        except (ClientError, BotoCoreError) as error:
-            raise self._fail("delete", key, error) from None
+        self._call("delete", key, lambda: self.client.delete_object(
+            Bucket=self.bucket, Key=self.object_key(key)))

@@ -14,11 +14,6 @@ QUEUED = "QUEUED"  # our state for a job on the queue that no worker has taken y
 Role = Literal["client", "worker"]
 
 
-def starts_key(job_id: str) -> str:
-    """Redis key counting a job's starts that did not end (its worker process died)."""
-    return f"imgwarm:starts:{job_id}"
-
-
 def make_app(settings: Settings, role: Role = "client") -> Celery:
     """The app for a client (enqueue, status: fail fast when Redis is away) or for a worker
     (keep reconnecting; runs the task)."""

@@ -11,7 +11,7 @@ import contextlib
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, TypeVar
@@ -27,7 +27,7 @@ from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
 from imgwarm.pipeline.batch import SourceResult
 from imgwarm.pipeline.manifest import Failure, Manifest
 from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.origin import Stores
+from imgwarm.pipeline.origin import Stores, check_source_key
 from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
 
 State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
@@ -108,18 +108,11 @@ class Job:
         return SourceResult(self.key, error=_message(self.key, value))
 
 
-def check_keys(keys: Iterable[str]) -> None:
-    """Refuse unsafe keys (``..``, absolute, control characters, hidden) before queueing any."""
-    from imgwarm.pipeline.origin import check_source_key
-
-    for key in keys:
-        check_source_key(key)
-
-
 def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = None) -> list[Job]:
     """Queue one job per key, in order. Every key is checked first; if the broker goes away
     midway, the BrokerError says which keys were queued and which were not."""
-    check_keys(keys)
+    for key in keys:  # unsafe ones (``..``, absolute, control characters, hidden): none queued
+        check_source_key(key)
     app = client_app(settings)
     kwargs = {k: v for k, v in vars(credits or Credits()).items() if v is not None}
     jobs: list[Job] = []
@@ -129,18 +122,14 @@ def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = N
         def send(job: Job = job) -> None:
             # QUEUED first: `status` must not say "unknown" while the message waits.
             backend, pointer = app.backend, latest_pointer(job.key)
-            previous = backend.get(pointer)
             backend.store_result(job.id, None, QUEUED)
             backend.set(pointer, job.id)
             try:
                 app.send_task(TASK_NAME, args=[job.key], kwargs=kwargs, task_id=job.id)
-            except Exception:  # not queued: status must not say it is
+            except Exception:  # not queued: status falls back to the manifest store
                 with contextlib.suppress(Exception):
                     backend.forget(job.id)
-                    if previous is None:
-                        backend.delete(pointer)
-                    else:
-                        backend.set(pointer, previous)
+                    backend.delete(pointer)
                 raise
 
         try:
@@ -175,9 +164,9 @@ class JobStatus:
 
     def to_object(self) -> dict[str, Any]:
         """The optimize ``--json`` object (when done or failed), with the state."""
-        base = SourceResult(self.key, manifest=self.manifest, error=self.error)
         if self.state in ("done", "failed"):
-            return {**base.to_object(), "state": self.state}
+            ended = SourceResult(self.key, manifest=self.manifest, error=self.error)
+            return {**ended.to_object(), "state": self.state}
         found = {"source": self.key, "state": self.state}
         return found | ({"last_fault": self.error} if self.error else {})
 
@@ -192,9 +181,7 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
     state = _STATES.get(str(meta.get("status")), "unknown")
     if state in ("queued", "running"):
         return JobStatus(key, state)
-    if state == "retrying":
-        return JobStatus(key, state, error=_message(key, meta.get("result")))
-    if state == "failed":
+    if state in ("retrying", "failed"):  # the last fault, or why it failed
         return JobStatus(key, state, error=_message(key, meta.get("result")))
     try:
         record = (stores or Stores.for_settings(settings)).manifests.record(key)

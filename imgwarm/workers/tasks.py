@@ -17,7 +17,7 @@ from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
-from imgwarm.workers.app import TASK_NAME, starts_key
+from imgwarm.workers.app import TASK_NAME
 
 if TYPE_CHECKING:
     from imgwarm.pipeline.origin import Stores
@@ -71,21 +71,21 @@ def fail(key: str, reason: str, settings: Settings, **credits: str | None) -> No
     store (as one that may pass: enqueueing the same bytes again makes them again)."""
     from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.optimize import record_failure
-    from imgwarm.pipeline.origin import read_original
 
-    stores = process_stores(settings)
-    try:
-        data = read_original(stores.origin, key, settings)
-        record_failure(key, data, reason, settings=settings, stores=stores,
-                       credits=Credits.given(**credits), certain=False)
-    except ImgwarmError:
-        pass  # the job fails all the same; the reason is in its state
+    with contextlib.suppress(ImgwarmError):  # the job fails all the same, with its reason
+        record_failure(key, None, reason, settings=settings, stores=process_stores(settings),
+                       credits=Credits.given(**credits))
     raise JobFailed(f"{key}: {reason}")
+
+
+def starts_key(job_id: str) -> str:
+    """Redis key counting a job's starts that did not end (its worker process died)."""
+    return f"imgwarm:starts:{job_id}"
 
 
 class StartCounter:
     """Counts, in the result backend's Redis, the starts of a job that never ended. The count
-    is cleared when the job ends in any way, and when it is queued again."""
+    is cleared when the job ends in any way; a job queued again has a new id."""
 
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.client = getattr(app.backend, "client", None)  # None: not a Redis backend

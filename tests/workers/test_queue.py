@@ -22,8 +22,8 @@ import redis
 from imgwarm.pipeline.manifest import Failure, Manifest
 from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER
 from imgwarm.pipeline.storage import TEMP_PREFIX
-from imgwarm.workers.app import starts_key
 from imgwarm.workers.jobs import enqueue_all
+from imgwarm.workers.tasks import starts_key
 from tests.conftest import all_files
 from tests.corpus import BAD, CASES, GOOD, Run
 from tests.servers import IMGWARM, RedisServer, S3Server, wait_for
