@@ -31,7 +31,7 @@ __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant",
     "enqueue", "load_settings", "optimize",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def optimize(

@@ -100,7 +100,7 @@ def test_good_file_converts(case: Case, corpus_run: Run) -> None:
     credits = expected_credits(case.path)
     assert result["description"] == credits["description"]
     assert result["copyright"] == credits["copyright"]
-    planned = plan_widths(width, [320, 640, 1280, 1920])
+    planned = plan_widths(width, height, [320, 640, 1280, 1920], 16383)
     assert sorted({v["width"] for v in result["variants"]}) == planned
     assert {v["format"] for v in result["variants"]} == {"webp", "jpeg"}
     reference = pillow_reference(case.path.read_bytes())

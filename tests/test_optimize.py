@@ -122,10 +122,14 @@ def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:
     assert all(os.stat(p).st_mode & 0o444 == 0o444 for p in files)
 
 
-def test_variant_too_tall_for_webp_is_refused_before_decoding(settings: Settings) -> None:
+def test_a_strip_too_tall_for_webp_is_made_as_tall_as_webp_allows(settings: Settings) -> None:
     strip = photo(20, 1700).resize(10)  # 200x17000: fine as a JPEG, too tall for WebP
-    with pytest.raises(LimitExceeded, match=r"200x17000 variant is larger than webp allows"):
-        run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", settings)
+    manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", settings)
+    assert {(v.format, v.width, v.height) for v in manifest.variants} == {
+        ("webp", 192, 16320), ("jpeg", 192, 16320)}
+    webp = decode(settings.origin_root / manifest.variants[0].path)
+    assert (webp.width, webp.height) == (192, 16320)
+    assert mean_abs_diff(webp, strip) < 3.0
     jpeg_only = Settings(**{**settings.model_dump(), "formats": ["jpeg"]})
     manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", jpeg_only)
     assert [(v.width, v.height) for v in manifest.variants] == [(200, 17000)]
@@ -171,3 +175,24 @@ def test_a_missing_original_is_recorded_but_not_held_against_it(settings: Settin
     (settings.origin_root / "up" / "late.jpg").write_bytes(photo(400, 300).jpegsave_buffer())
     made = optimize_key("up/late.jpg", settings=settings, stores=stores)
     assert stores.manifests.get("up/late.jpg") == made.manifest
+
+
+def test_any_failure_after_the_writes_removes_them(settings: Settings,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not only imgwarm's own errors: a bug in the manifest write (as the non-UTF-8 name once
+    was) must not leave variants published without a manifest."""
+    from imgwarm.pipeline.batch import run_batch
+    from imgwarm.pipeline.manifest import ManifestStore
+
+    def broken(self: ManifestStore, record: object) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(ManifestStore, "put", broken)
+    path = Path("in.jpg")
+    path.write_bytes(bytes(photo(700, 500).jpegsave_buffer()))
+    with pytest.raises(RuntimeError):
+        optimize_file(path, settings=settings, stores=Stores.local(settings))
+    assert all_files(settings.origin_root) == []
+    (result,) = run_batch([path], settings)
+    assert result.error == "in.jpg: internal error: RuntimeError('simulated bug')"
+    assert all_files(settings.origin_root) == []

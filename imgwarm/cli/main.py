@@ -15,9 +15,12 @@ import click
 from imgwarm.cli import report
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import ImgwarmError, SettingsError
+from imgwarm.pipeline.manifest import to_json
+from imgwarm.pipeline.text import printable
 
 if TYPE_CHECKING:
     from imgwarm.pipeline.batch import SourceResult
+    from imgwarm.pipeline.metadata import Credits
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -25,6 +28,16 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def _settings(ctx: click.Context, **overrides: Any) -> Settings:
     try:
         return load_settings(ctx.obj.get("config"), **overrides)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _credits(description: str | None, copyright_: str | None, artist: str | None) -> Credits:
+    """The given EXIF text, or a usage error naming the option that cannot be used."""
+    from imgwarm.pipeline.metadata import Credits
+
+    try:
+        return Credits.given(description=description, copyright=copyright_, artist=artist)
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
 
@@ -82,7 +95,6 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     same sources with the same settings writes nothing new.
     """
     from imgwarm.pipeline.batch import batch_workers, collect_sources, run_batch, run_keys
-    from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.vipsutil import configure_libvips
 
     settings = _settings(ctx, **options)
@@ -91,7 +103,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
             "no SOURCE given: name image files or folders "
             "(`imgwarm samples DIR` makes sample photos to try)"
         )
-    credits = Credits.given(description=description, copyright=copyright_, artist=artist)
+    credits = _credits(description, copyright_, artist)
     if settings.origin == "s3":
         keys = list(dict.fromkeys(sources))
         _check_keys(keys)
@@ -178,10 +190,10 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         manifest = manifests.get(local_key(Path(source))) or manifests.get(source)
         if manifest is None:
             missing += 1
-            click.echo(f"{source}: no manifest (not optimized yet, or another manifest root)",
-                       err=True)
+            click.echo(printable(f"{source}: no manifest (not optimized yet, or another "
+                                 "manifest root)"), err=True)
         elif as_json:
-            click.echo(manifest.model_dump_json())
+            click.echo(to_json(manifest.model_dump()))
         else:
             click.echo(manifest.to_json(), nl=False)
     ctx.exit(EXIT_FAILED if missing else EXIT_OK)
@@ -220,19 +232,18 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     dropped: the message says which keys were queued and the exit status is 1.
     """
     from imgwarm.exceptions import LayoutError
-    from imgwarm.pipeline.metadata import Credits
     from imgwarm.workers.jobs import enqueue_all
 
     settings = _settings(ctx)
-    credits = Credits.given(description=description, copyright=copyright_, artist=artist)
+    credits = _credits(description, copyright_, artist)
     try:  # every key is checked before any is queued
         jobs = enqueue_all(list(dict.fromkeys(keys)), settings, credits)
     except LayoutError as error:
         raise click.UsageError(str(error)) from None
     if not wait:
         for job in jobs:
-            click.echo(json.dumps({"source": job.key, "queued": True, "job": job.id},
-                                  ensure_ascii=False) if as_json else f"queued    {job.key}")
+            click.echo(to_json({"source": job.key, "queued": True, "job": job.id})
+                       if as_json else printable(f"queued    {job.key}"))
         return
     deadline = None if timeout is None else time.monotonic() + timeout
     results: Iterable[SourceResult] = (
@@ -297,11 +308,11 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
         if as_json:
             click.echo(describe(found))
         elif found.state == "done" and found.manifest is not None:
-            click.echo(f"{'done':9} {key}  {summarize(found.manifest)}")
+            click.echo(printable(f"{'done':9} {key}  {summarize(found.manifest)}"))
         elif found.error:
-            click.echo(f"{found.state:9} {found.error}", err=found.state == "failed")
+            click.echo(printable(f"{found.state:9} {found.error}"), err=found.state == "failed")
         else:
-            click.echo(f"{found.state:9} {key}", err=found.state == "unknown")
+            click.echo(printable(f"{found.state:9} {key}"), err=found.state == "unknown")
     ctx.exit(EXIT_FAILED if bad else EXIT_OK)
 
 
@@ -339,5 +350,5 @@ def main() -> None:
     try:
         cli.main(prog_name="imgwarm")
     except ImgwarmError as error:  # anything not tied to one source
-        click.echo(f"imgwarm: {error}", err=True)
+        click.echo(printable(f"imgwarm: {error}"), err=True)
         sys.exit(EXIT_FAILED)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from imgwarm.pipeline.batch import SourceResult
-from imgwarm.pipeline.manifest import Manifest
+from imgwarm.pipeline.manifest import Manifest, to_json
+from imgwarm.pipeline.text import printable
 
 
 def result_object(result: SourceResult) -> dict[str, Any]:
@@ -15,7 +15,7 @@ def result_object(result: SourceResult) -> dict[str, Any]:
 
 
 def json_line(result: SourceResult) -> str:
-    return json.dumps(result_object(result), ensure_ascii=False)
+    return to_json(result_object(result))
 
 
 def _size(n: int) -> str:
@@ -34,7 +34,9 @@ def summarize(manifest: Manifest) -> str:
 
 
 def human_line(result: SourceResult) -> str:
+    """One terminal line, whatever the file name holds (newlines, escapes, odd bytes)."""
     if result.manifest is None:
-        return f"FAILED {result.error}"
+        return printable(f"FAILED {result.error}")
     state = "unchanged" if result.reused else "done"
-    return f"{state:9} {result.source}  {summarize(result.manifest)}"
+    warned = "".join(f"; warning: {w}" for w in result.manifest.warnings)
+    return printable(f"{state:9} {result.source}  {summarize(result.manifest)}{warned}")

@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     max_bytes: int = Field(
         64 * 1024 * 1024, ge=1, description="Refuse source files larger than this many bytes."
     )
+    max_memory: int = Field(
+        1 << 30, ge=64 << 20,
+        description="Most memory (bytes) the sources being made at once may take together, "
+        "estimated on the header: a source needing more alone is refused before decoding; "
+        "others wait their turn. Shared by the user's imgwarm processes on the machine.",
+    )
     keep_gps: bool = Field(False, description="Keep the GPS block of the source's EXIF.")
     keep_maker_notes: bool = Field(False, description="Keep the camera maker notes in EXIF.")
     hash_length: int = Field(

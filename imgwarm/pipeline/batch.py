@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, UnreadableSource
+from imgwarm.exceptions import ImgwarmError, SourceError, UnreadableSource
 from imgwarm.pipeline.manifest import Manifest
 from imgwarm.pipeline.metadata import Credits
 from imgwarm.pipeline.optimize import Outcome, optimize_file, optimize_key
@@ -36,7 +36,7 @@ class SourceResult:
         if self.manifest is None:
             return {"source": self.source, "ok": False, "error": self.error}
         m = self.manifest
-        return {
+        found = {
             "source": self.source,
             "ok": True,
             "width": m.width,
@@ -45,44 +45,95 @@ class SourceResult:
             "copyright": m.copyright,
             "variants": [v.model_dump() for v in m.variants],
         }
+        return found | ({"warnings": m.warnings} if m.warnings else {})
 
 
-def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Path]:
+@dataclass(frozen=True)
+class Skipped:
+    """An entry of a folder that cannot be taken: it gets its line, the rest go on."""
+
+    path: Path
+    reason: str
+
+
+def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Path | Skipped]:
     """Files as named, and JPEG and PNG files found recursively (sorted, no hidden ones) in
-    folders, except under ``skip`` (imgwarm's own output); a file reached twice is taken once."""
-    skipped = {p.resolve() for p in skip}
-    found: list[Path] = []
+    folders, except under ``skip`` (imgwarm's own output); a file reached twice is taken once.
+
+    In a folder, a symlink is followed only when it stays inside that folder (an upload area
+    must not publish what a planted link points at); folders that cannot be listed and links
+    that lead out or in a loop are Skipped, each with its reason."""
+    skipped = {os.path.realpath(p) for p in skip}
+    found: list[Path | Skipped] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
-            for folder, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and (Path(folder) / d).resolve() not in skipped)
-                found.extend(
-                    Path(folder) / f for f in sorted(files)
-                    if not f.startswith(".") and Path(f).suffix.lower() in IMAGE_SUFFIXES
-                )
+            found.extend(_scan(path, skipped))
         else:
             found.append(path)
-    unique: dict[Path, Path] = {}
-    for path in found:
-        unique.setdefault(path.resolve(), path)
+    unique: dict[str, Path | Skipped] = {}
+    for item in found:
+        where = item.path if isinstance(item, Skipped) else item
+        unique.setdefault(os.path.realpath(where), item)
     return list(unique.values())
+
+
+def _scan(top: Path, skipped: set[str]) -> Iterator[Path | Skipped]:
+    root = os.path.realpath(top)
+    problems: list[Skipped] = []
+
+    def unlistable(error: OSError) -> None:
+        problems.append(Skipped(Path(error.filename or top),
+                                f"cannot list this folder: {error.strerror}"))
+
+    for folder, dirs, files in os.walk(top, onerror=unlistable):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and os.path.realpath(Path(folder) / d) not in skipped)
+        for name in sorted(files):
+            if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            path = Path(folder) / name
+            problem = _link_problem(path, root)
+            yield Skipped(path, problem) if problem else path
+        yield from problems
+        problems.clear()
+    yield from problems  # the top folder itself could not be listed
+
+
+def _link_problem(path: Path, root: str) -> str | None:
+    if not path.is_symlink():
+        return None
+    try:
+        target = str(path.resolve(strict=True))
+    except RuntimeError:
+        return "symlink loop"
+    except OSError as error:
+        return f"broken symlink ({error.strerror})"
+    if os.path.commonpath([root, target]) != root:
+        return f"symlink leads outside {root}: name the file itself to take it"
+    return None
 
 
 def _guarded(source: str, work: Callable[[], Outcome]) -> SourceResult:
     try:
         outcome = work()
-    except ImgwarmError as error:
+    except SourceError as error:  # its message names the source already
         return SourceResult(source, error=str(error))
+    except ImgwarmError as error:  # storage, layout: about an output path, so say which source
+        return SourceResult(source, error=f"{source}: {error}")
     except Exception as error:  # a bug must cost one source, not the batch
         return SourceResult(source, error=f"{source}: internal error: {error!r}")
     return SourceResult(source, manifest=outcome.manifest, reused=outcome.reused)
 
 
-def _one(path: Path, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+def _one(item: Path | Skipped, settings: Settings, stores: Stores,
+         credits: Credits) -> SourceResult:
+    if isinstance(item, Skipped):
+        return SourceResult(str(item.path), error=f"{item.path}: {item.reason}")
+    path = item
+
     def work() -> Outcome:
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():
             raise UnreadableSource(str(path), "no such file or folder")
         return optimize_file(path, settings=settings, stores=stores, credits=credits)
 
@@ -96,9 +147,9 @@ def one_key(key: str, settings: Settings, stores: Stores, credits: Credits) -> S
     )
 
 
-def _size(path: Path) -> int:
+def _size(item: Path | Skipped) -> int:
     try:
-        return path.stat().st_size
+        return 0 if isinstance(item, Skipped) else item.stat().st_size
     except OSError:
         return 0
 
@@ -130,7 +181,7 @@ def _parallel(
 
 
 def run_batch(
-    paths: list[Path], settings: Settings, credits: Credits | None = None,
+    paths: list[Path | Skipped], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
 ) -> Iterator[SourceResult]:
     """Results as sources finish. Threads, not processes: libvips releases the GIL, and one

@@ -17,8 +17,6 @@ import pyvips
 from PIL import Image
 
 from imgwarm.config import Format, Settings
-from imgwarm.exceptions import LimitExceeded
-from imgwarm.pipeline.variants import height_for
 
 EXTENSIONS: dict[Format, str] = {"avif": "avif", "webp": "webp", "jpeg": "jpg"}
 MEDIA_TYPES: dict[Format, str] = {"avif": "image/avif", "webp": "image/webp", "jpeg": "image/jpeg"}
@@ -26,22 +24,6 @@ MEDIA_TYPES: dict[Format, str] = {"avif": "image/avif", "webp": "image/webp", "j
 
 # The largest side each format can hold.
 MAX_SIDE: dict[Format, int] = {"avif": 65535, "webp": 16383, "jpeg": 65535}
-
-
-def check_encodable(
-    name: str, widths: list[int], width: int, height: int, formats: list[Format]
-) -> None:
-    """Refuse, before any decoding, variants a format cannot hold (a 200x17000 strip has no
-    WebP). ``width`` x ``height`` is the displayed source size; ``widths`` are sorted, so the
-    widest variant is the largest."""
-    w = widths[-1]
-    h = height_for(w, width, height)
-    for fmt in formats:
-        if max(w, h) > MAX_SIDE[fmt]:
-            raise LimitExceeded(
-                name, f"a {w}x{h} variant is larger than {fmt} allows "
-                f"({MAX_SIDE[fmt]} pixels a side)"
-            )
 
 
 class Frame:

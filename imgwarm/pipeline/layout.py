@@ -8,15 +8,17 @@ million files average under 8 a folder; the store also refuses to overfill a fol
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from imgwarm.exceptions import LayoutError
 
-# Control and format characters (C0, C1, bidi overrides, line separators) and backslashes:
-# none belongs in a key, and they could hide or rewrite what a terminal or log shows.
-_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Control and format characters (C0, C1, bidi overrides, line separators), bytes that were not
+# UTF-8 (surrogates) and backslashes: none belongs in a key, and they could hide or rewrite
+# what a terminal or log shows.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def _bad_char(text: str) -> bool:
@@ -72,7 +74,8 @@ def safe_relative(key: str | PurePosixPath) -> PurePosixPath:
 def join_under(root: Path, key: str | PurePosixPath) -> Path:
     """``root / key``, guaranteed to be inside root."""
     target = root / safe_relative(key)
-    resolved_root = root.resolve()
-    if not target.resolve().is_relative_to(resolved_root):  # a symlink pointing out
+    resolved_root = os.path.realpath(root)
+    # A symlink pointing out, or a loop (realpath, unlike Path.resolve, does not raise on one).
+    if os.path.commonpath([resolved_root, os.path.realpath(target)]) != resolved_root:
         raise LayoutError(f"refusing key {str(key)!r}: it resolves outside {root}")
     return target

@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import PurePosixPath
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imgwarm.config import Format
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.storage import Store
+
+# Escaped in JSON text beyond what json.dumps escapes: lone surrogates (the odd bytes of a file
+# name that is not UTF-8, as Python holds them), C1 controls and line separators (which some
+# readers take for line breaks: NEL, U+2028, U+2029).
+_ESCAPED = re.compile("[\ud800-\udfff\x7f-\x9f\u2028\u2029]")
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    """JSON text, valid UTF-8 and one line per value (unless indented) whatever the strings
+    hold, and lossless: a name that is not UTF-8 keeps its odd bytes as ``\\udcXX`` escapes,
+    which JSON readers turn back into the same string. Other text is written as it is."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 class Variant(BaseModel):
@@ -34,9 +50,12 @@ class Manifest(BaseModel):
     artist: str | None = None
     settings_digest: str
     variants: list[Variant]
+    # What was done in place of the usual (a damaged ICC profile ignored, EXIF blocks left
+    # out), in words.
+    warnings: list[str] = []
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        return to_json(self.model_dump(), indent=2) + "\n"
 
 
 class Failure(BaseModel):
@@ -57,7 +76,7 @@ class Failure(BaseModel):
         return self.source_sha256 is not None
 
     def to_json(self) -> str:
-        return self.model_dump_json(indent=2) + "\n"
+        return to_json(self.model_dump(), indent=2) + "\n"
 
 
 Record = Manifest | Failure
@@ -81,9 +100,13 @@ class ManifestStore:
         raw = self.store.read(self.key_path(key))
         if raw is None:
             return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
         for model in (Manifest, Failure):
             try:
-                found: Record = model.model_validate_json(raw)
+                found: Record = model.model_validate(value)
             except ValidationError:
                 continue
             return found if found.key == key else None

@@ -1,23 +1,32 @@
 """Metadata: the description, copyright and artist of a source, and the EXIF of its outputs.
 
 EXIF is built with piexif, byte for byte, and written by the encoders as given: libvips
-re-serialises EXIF through libexif, which turns UTF-8 text into question marks.
+re-serialises EXIF through libexif, which turns UTF-8 text into question marks. Every output
+carries the same EXIF, and a JPEG holds it in one APP1 segment of at most 64 KB: the text is
+kept within that (given text that cannot fit is refused; source text is trimmed), and the
+optional GPS and maker-note blocks go first when they would not fit beside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, fields, replace
 
 import piexif
+
+from imgwarm.exceptions import SettingsError
+from imgwarm.pipeline.exif import ExifDict
+from imgwarm.pipeline.text import clean, decode_mixed, first_unsafe, fit_utf8
 
 _TEXT_TAGS = {
     "description": piexif.ImageIFD.ImageDescription,
     "copyright": piexif.ImageIFD.Copyright,
     "artist": piexif.ImageIFD.Artist,
 }
-
-ExifDict = dict[str, Any]
+# "Exif\0\0" and the TIFF block must fit a JPEG APP1 segment (its length field counts itself).
+MAX_EXIF = 65535 - 2
+_PROBE = {"0th": {tag: b"abcde" for tag in _TEXT_TAGS.values()}}
+# Bytes left for the three texts once the block's own structure is counted.
+TEXT_CAPACITY = MAX_EXIF - (len(piexif.dump(_PROBE)) - 5 * len(_TEXT_TAGS))
 
 
 @dataclass(frozen=True)
@@ -31,39 +40,51 @@ class Credits:
     @classmethod
     def given(cls, description: str | None = None, copyright: str | None = None,
               artist: str | None = None) -> Credits:
-        """Credits given by a user, trimmed like the source's: blank means "not given"."""
-        return cls(clean_text(description), clean_text(copyright), clean_text(artist))
+        """Credits given by a user, trimmed: blank means "not given". Text with control or
+        bidi characters, or too long for an output's EXIF, is refused (SettingsError naming
+        the option): it would be stored as is, or cut, without the user knowing."""
+        values = {"description": description, "copyright": copyright, "artist": artist}
+        for name, value in values.items():
+            bad = first_unsafe(value) if value is not None else None
+            if bad is not None:
+                raise SettingsError(
+                    f"--{name}: contains the control or bidi character U+{ord(bad):04X}; "
+                    "give plain text on one line")
+        credits = cls(**{name: (value.strip() or None) if value is not None else None
+                         for name, value in values.items()})
+        size = credits.size()
+        if size > TEXT_CAPACITY:
+            given = ", ".join(f"--{n}" for n, v in values.items() if v)
+            raise SettingsError(
+                f"{given}: {size:,} bytes of UTF-8 text, over the {TEXT_CAPACITY:,} bytes an "
+                "output's EXIF holds (description, copyright and artist together)")
+        return credits
+
+    def size(self) -> int:
+        """UTF-8 bytes of the texts together."""
+        return sum(len(v.encode("utf-8")) for v in vars(self).values() if v is not None)
 
     def merged_over(self, base: Credits) -> Credits:
-        """These values where given, else the base's."""
-        return replace(
-            base,
-            **{k: v for k, v in vars(self).items() if v is not None},
-        )
+        """These values where given, else the base's; the base's text is trimmed so that the
+        whole fits an output's EXIF (given text always fits: ``given`` checks it)."""
+        room = TEXT_CAPACITY - self.size()
+        kept: dict[str, str | None] = {}
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(base, item.name)
+            if mine is None and theirs is not None:
+                theirs = fit_utf8(theirs, room) or None
+                room -= len(theirs.encode("utf-8")) if theirs else 0
+                kept[item.name] = theirs
+        return replace(self, **kept)
 
 
 def clean_text(raw: bytes | str | None) -> str | None:
-    """Decode and trim an EXIF string; blank or NUL-filled values count as absent."""
+    """Source EXIF text made safe: decoded (UTF-8, else each odd byte as Windows-1252),
+    control and bidi characters removed, trimmed; blank or NUL-filled values count as absent."""
     if raw is None:
         return None
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")
-    else:
-        text = raw
-    text = text.replace("\x00", " ").strip()
-    return text or None
-
-
-def read_exif(data: bytes) -> ExifDict | None:
-    """The source's EXIF as piexif reads it, or None when it has none or it is unreadable."""
-    try:
-        exif: ExifDict = piexif.load(data)
-    except Exception:  # piexif raises anything from struct.error to ValueError on junk
-        return None
-    return exif
+    text = decode_mixed(raw) if isinstance(raw, bytes) else raw
+    return clean(text) or None
 
 
 def credits_from_exif(exif: ExifDict | None) -> Credits:
@@ -73,23 +94,34 @@ def credits_from_exif(exif: ExifDict | None) -> Credits:
 
 def build_exif(
     credits: Credits, source: ExifDict | None, *, keep_gps: bool, keep_maker_notes: bool
-) -> bytes | None:
-    """EXIF bytes for outputs: the credits (UTF-8), optionally the source's GPS and maker notes.
-    No Orientation: pixels are already upright. None when there is nothing to say."""
+) -> tuple[bytes | None, list[str]]:
+    """EXIF bytes for outputs: the credits (UTF-8), optionally the source's GPS and maker
+    notes; None when there is nothing to say. No Orientation: pixels are already upright.
+    Also returns what had to be left out, in words."""
     ifd0 = {
         tag: text.encode("utf-8")
         for name, tag in _TEXT_TAGS.items()
         if (text := getattr(credits, name)) is not None
     }
-    exif: ExifDict = {"0th": ifd0}
-    if source and keep_gps and source.get("GPS"):
-        exif["GPS"] = source["GPS"]
+    wanted: list[tuple[str, str, ExifDict]] = []
     maker_note = (source or {}).get("Exif", {}).get(piexif.ExifIFD.MakerNote)
     if keep_maker_notes and maker_note:
-        exif["Exif"] = {piexif.ExifIFD.MakerNote: maker_note}
-    if len(exif) == 1 and not ifd0:
-        return None
-    try:
-        return bytes(piexif.dump(exif))
-    except Exception:  # a malformed kept block must not cost the credits
-        return bytes(piexif.dump({"0th": ifd0})) if ifd0 else None
+        wanted.append(("Exif", "maker notes", {piexif.ExifIFD.MakerNote: maker_note}))
+    if source and keep_gps and source.get("GPS"):
+        wanted.append(("GPS", "GPS block", source["GPS"]))
+    notes: list[str] = []
+    optional = []
+    for block, what, value in wanted:  # a malformed kept block must not cost the credits
+        try:
+            piexif.dump({"0th": {}, block: value})
+        except Exception:
+            notes.append(f"the source's {what} left out: piexif cannot write it")
+            continue
+        optional.append((block, what, value))
+    while ifd0 or optional:
+        data = bytes(piexif.dump({"0th": ifd0, **{b: v for b, _, v in optional}}))
+        if len(data) <= MAX_EXIF:
+            return data, notes
+        _, what, _ = optional.pop(0)  # the text always fits: see Credits
+        notes.append(f"the source's {what} left out: no room beside the text in EXIF")
+    return None, notes

@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -16,33 +19,30 @@ import pyvips
 from imgwarm.config import Settings
 from imgwarm.exceptions import (
     CorruptImage,
-    ImgwarmError,
+    LimitExceeded,
     RefusedBefore,
     SourceError,
     UnreadableSource,
     too_large,
 )
 from imgwarm.pipeline import metadata
+from imgwarm.pipeline.budget import budget
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
-from imgwarm.pipeline.encode import EXTENSIONS, Frame, check_encodable, encode
+from imgwarm.pipeline.encode import EXTENSIONS, MAX_SIDE, Frame, encode
+from imgwarm.pipeline.exif import read_exif
 from imgwarm.pipeline.layout import Layout
 from imgwarm.pipeline.manifest import Failure, Manifest, Variant
+from imgwarm.pipeline.memory import decode_cost, describe
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.origin import Stores, read_original
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.storage import Store
+from imgwarm.pipeline.text import printable
 from imgwarm.pipeline.variants import height_for, plan_widths
-from imgwarm.pipeline.vipsutil import (
-    LIBVIPS,
-    Warnings,
-    benign,
-    clear_errors,
-    collected_warnings,
-    vips_reason,
-)
+from imgwarm.pipeline.vipsutil import LIBVIPS, clear_errors, vips_reason
 
 
 @dataclass(frozen=True)
@@ -58,29 +58,36 @@ class _Output:
 
 
 def local_key(path: Path) -> str:
-    """The manifest key of a local file: its absolute path, so any working folder finds it."""
-    return str(path.resolve())
+    """The manifest key of a local file: its absolute path, so any working folder finds it.
+    (realpath, not Path.resolve: a symlink loop must not raise here.)"""
+    return os.path.realpath(path)
 
 
 def read_source(path: Path, settings: Settings) -> bytes:
-    """The bytes of a source file, refusing oversized files before reading them."""
+    """The bytes of a source file, refusing oversized files before reading them. Opened
+    before it is looked at, without blocking, so that a FIFO or device swapped in for the
+    file is refused rather than waited on."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        size = path.stat().st_size
-        if not path.is_file():
-            raise UnreadableSource(str(path), "not a regular file")
-        if size > settings.max_bytes:
-            raise too_large(str(path), size, settings.max_bytes)
-        return path.read_bytes()
+        fd = os.open(path, flags)
     except OSError as error:
         raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnreadableSource(str(path), "not a regular file")
+            if info.st_size > settings.max_bytes:
+                raise too_large(str(path), info.st_size, settings.max_bytes)
+            return handle.read(settings.max_bytes + 1)
+        except OSError as error:
+            raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
 
 
-def render_master(
-    data: bytes, info: Probe, width: int, height: int, *, strict: bool = True
-) -> pyvips.Image:
+def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
     """The largest variant's pixels, upright and sRGB, in memory: decoded once."""
-    image = decode(data, info, width, strict=strict)
     stored = (height, width) if info.transposed else (width, height)
+    image = decode(info, *stored, name)
     image = fit(image, *stored)
     image = to_srgb(image, info.icc)
     image = image.copy_memory()  # the sequential read ends here; rotation needs random access
@@ -99,39 +106,61 @@ def _failure_digest(settings: Settings, credits: metadata.Credits) -> str:
     decoders (a newer imgwarm or libvips may read what this one could not)."""
     from imgwarm import __version__
 
-    limits = f"{settings.max_pixels}|{settings.max_bytes}|{settings.accept_png}"
+    limits = (f"{settings.max_pixels}|{settings.max_bytes}|{settings.accept_png}|"
+              f"{settings.max_memory}")
     decoders = f"{__version__}|{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"
     seed = f"{_settings_digest(settings, credits)}|{limits}|{decoders}"
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-def _encode_all(
-    name: str, data: bytes, info: Probe, credits: metadata.Credits,
-    exif_source: metadata.ExifDict | None, settings: Settings, layout: Layout, strict: bool,
-) -> list[_Output]:
-    exif = metadata.build_exif(
-        credits, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
-    )
-    widths = plan_widths(info.displayed_width, settings.widths)
+def _plan(name: str, info: Probe, settings: Settings) -> tuple[list[int], int]:
+    """The widths to make and the memory it takes; refuses, on the header, what no width can
+    hold or what needs more memory than the whole budget."""
     full_w, full_h = info.displayed_width, info.displayed_height
-    check_encodable(name, widths, full_w, full_h, settings.formats)
-    master = render_master(data, info, widths[-1], height_for(widths[-1], full_w, full_h),
-                           strict=strict)
-    slug = slug_for(name)
-    outputs: list[_Output] = []
-    for width in widths:
-        resized = fit(master, width, height_for(width, full_w, full_h))
-        # Resample once into memory; every encoder then reads the same pixels.
-        frame = Frame(resized if resized is master else resized.copy_memory())
-        image = frame.image
-        for fmt in settings.formats:
-            encoded = encode(frame, fmt, settings, exif)
-            digest = content_hash(encoded)
-            path = layout.path_for(file_name(slug, digest, EXTENSIONS[fmt], settings.hash_length),
-                                   digest)
-            variant = Variant(format=fmt, width=image.width, height=image.height,
-                              bytes=len(encoded), path=str(path))
-            outputs.append(_Output(variant, encoded))
+    max_side = min(MAX_SIDE[f] for f in settings.formats)
+    widths = plan_widths(full_w, full_h, settings.widths, max_side)
+    if not widths:
+        raise LimitExceeded(
+            name, f"{full_w}x{full_h} is too narrow for its height: even 1 pixel wide, a "
+            f"variant would be over {max_side} pixels tall, the most "
+            f"{'/'.join(settings.formats)} can hold"
+        )
+    cost = decode_cost(info, widths[-1], height_for(widths[-1], full_w, full_h))
+    if cost > settings.max_memory:
+        held = ""
+        if info.buffered:
+            held = ("a progressive or multi-scan JPEG holds all of its coefficients; "
+                    if info.format == "jpeg" else "an interlaced PNG is decoded whole; ")
+        raise LimitExceeded(
+            name, f"making it needs about {describe(cost)} of memory ({held}estimated on the "
+            f"header), over max_memory ({describe(settings.max_memory)}); refused before "
+            "decoding"
+        )
+    return widths, cost
+
+
+def _encode_all(
+    name: str, info: Probe, exif: bytes | None, settings: Settings, layout: Layout,
+) -> list[_Output]:
+    widths, cost = _plan(name, info, settings)
+    full_w, full_h = info.displayed_width, info.displayed_height
+    with budget(settings.max_memory).reserve(cost):
+        master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
+        slug = slug_for(printable(name))
+        outputs: list[_Output] = []
+        for width in widths:
+            resized = fit(master, width, height_for(width, full_w, full_h))
+            # Resample once into memory; every encoder then reads the same pixels.
+            frame = Frame(resized if resized is master else resized.copy_memory())
+            image = frame.image
+            for fmt in settings.formats:
+                encoded = encode(frame, fmt, settings, exif)
+                digest = content_hash(encoded)
+                path = layout.path_for(
+                    file_name(slug, digest, EXTENSIONS[fmt], settings.hash_length), digest)
+                variant = Variant(format=fmt, width=image.width, height=image.height,
+                                  bytes=len(encoded), path=str(path))
+                outputs.append(_Output(variant, encoded))
     return outputs
 
 
@@ -145,31 +174,44 @@ def _publish(outputs: list[_Output], store: Store) -> list[PurePosixPath]:
             if store.write(path, output.data):
                 created.append(path)
     except BaseException:
-        for path in created:
-            store.delete(path)
+        _remove(created, store)
         raise
     return created
 
 
+def _remove(paths: list[PurePosixPath], store: Store) -> None:
+    for path in paths:
+        with contextlib.suppress(Exception):  # the first error is the one to report
+            store.delete(path)
+
+
+@dataclass(frozen=True)
+class _Made:
+    info: Probe
+    credits: metadata.Credits
+    outputs: list[_Output]
+    warnings: list[str]
+
+
 def _make(
     data: bytes, name: str, settings: Settings, layout: Layout, given: metadata.Credits,
-    *, strict: bool = True,
-) -> tuple[Probe, metadata.Credits, list[_Output]]:
+) -> _Made:
     """The pixel work: probe, decode, transform, encode. Raises SourceError or pyvips.Error."""
     info = probe(data, name, settings)
-    exif_source = metadata.read_exif(data) if info.format == "jpeg" else None
+    exif_source = read_exif(info.exif)
     final = given.merged_over(metadata.credits_from_exif(exif_source))
-    outputs = _encode_all(name, data, info, final, exif_source, settings, layout, strict)
-    return info, final, outputs
+    exif, left_out = metadata.build_exif(
+        final, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
+    )
+    outputs = _encode_all(name, info, exif, settings, layout)
+    return _Made(info, final, outputs, [*info.notes, *left_out])
 
 
 def _make_checked(
     data: bytes, name: str, settings: Settings, layout: Layout, given: metadata.Credits,
-) -> tuple[Probe, metadata.Credits, list[_Output]]:
-    """``_make``, strict; a failure is looked at again with no other libvips work going on,
-    so that its message is this image's own, and so that a file failing only on a benign
-    libjpeg warning (stray bytes before a marker) can be decoded leniently with its warnings
-    read: any other warning, or one too many, refuses it."""
+) -> _Made:
+    """``_make``; a failure is looked at again with no other libvips work going on, so that
+    its message is this image's own (libvips has one error buffer per process)."""
     try:
         with LIBVIPS.shared():
             return _make(data, name, settings, layout, given)
@@ -180,20 +222,7 @@ def _make_checked(
         try:
             return _make(data, name, settings, layout, given)
         except pyvips.Error as error:
-            reason = vips_reason(error)
-        if not benign(reason):
-            raise CorruptImage(name, reason)
-        clear_errors()
-        with collected_warnings() as messages:
-            try:
-                made = _make(data, name, settings, layout, given, strict=False)
-            except pyvips.Error as error:
-                raise CorruptImage(name, vips_reason(error)) from None
-        warnings = Warnings(messages)
-        if not warnings.harmless():
-            shown = "; ".join(warnings.lines[:2]) or "several libjpeg warnings"
-            raise CorruptImage(name, f"corrupt JPEG data ({shown})")
-        return made
+            raise CorruptImage(name, vips_reason(error)) from None
 
 
 def optimize_bytes(
@@ -219,20 +248,20 @@ def optimize_bytes(
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
         return Outcome(previous, reused=True)
-    info, final, outputs = _make_checked(data, name, settings, stores.layout, given)
-    created = _publish(outputs, stores.origin)
-    manifest = Manifest(
-        key=key, source_sha256=source_sha, width=info.displayed_width,
-        height=info.displayed_height, description=final.description,
-        copyright=final.copyright, artist=final.artist, settings_digest=digest,
-        variants=[o.variant for o in outputs],
-    )
+    made = _make_checked(data, name, settings, stores.layout, given)
+    created = _publish(made.outputs, stores.origin)
     try:
+        manifest = Manifest(
+            key=key, source_sha256=source_sha, width=made.info.displayed_width,
+            height=made.info.displayed_height, description=made.credits.description,
+            copyright=made.credits.copyright, artist=made.credits.artist,
+            settings_digest=digest, variants=[o.variant for o in made.outputs],
+            warnings=made.warnings,
+        )
         if manifest != previous:  # files were missing, the manifest was right: keep it
             stores.manifests.put(manifest)
-    except ImgwarmError:
-        for path in created:
-            stores.origin.delete(path)
+    except BaseException:  # whatever stops it, a failed source leaves nothing behind
+        _remove(created, stores.origin)
         raise
     return Outcome(manifest, reused=False)
 

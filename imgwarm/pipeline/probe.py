@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
+from imgwarm.pipeline.colour import profile_problem
+from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import JPEG, PNG, claimed, sniff
 from imgwarm.pipeline.vipsutil import vips_reason
 
 SourceFormat = Literal["jpeg", "png"]
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 4, 4: 2, 6: 4}  # by colour type; palettes expand to RGBA
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,13 @@ class Probe:
     width: int
     height: int
     orientation: int  # 1..8; out-of-range values are read as 1
-    icc: bytes | None
+    icc: bytes | None  # a usable embedded profile (a damaged one is dropped: see notes)
+    data: bytes  # what to decode: for JPEG, the picture's segments alone (jpeg.read_header)
+    bands: int = 3  # as stored: 1 grey, 3 colour, 4 CMYK (or with alpha, for PNG)
+    adobe: bool = False  # a JPEG with an Adobe marker: CMYK is stored inverted
+    exif: bytes | None = None  # the TIFF block of the JPEG's EXIF segment
+    buffered: int = 0  # bytes a decoder must hold for the whole image (progressive JPEG...)
+    notes: list[str] = field(default_factory=list)  # fallbacks taken, for the manifest
 
     @property
     def transposed(self) -> bool:
@@ -51,12 +60,18 @@ def _accepted(data: bytes, name: str, settings: Settings) -> SourceFormat:
             "file (rename it .png to convert it as PNG)"
         )
     accepted = "JPEG or PNG" if settings.accept_png else "JPEG"
-    if kind is None:
-        raise UnsupportedFormat(
-            name, f"not a recognised image format (starts with {data[:8].hex(' ')}); "
-            f"imgwarm takes {accepted}"
-        )
+    if kind is None:  # never echo the bytes: they may be anything the path leads to
+        raise UnsupportedFormat(name, f"not a recognised image format; imgwarm takes {accepted}")
     raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
+
+
+def _png_buffered(data: bytes) -> int:
+    """An interlaced PNG is decoded whole into memory; a plain one row by row."""
+    if data[12:16] != b"IHDR" or len(data) < 29 or data[28] == 0:
+        return 0
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    depth = 2 if data[24] == 16 else 1
+    return width * height * _PNG_CHANNELS.get(data[25], 4) * depth
 
 
 def probe(data: bytes, name: str, settings: Settings) -> Probe:
@@ -72,11 +87,19 @@ def probe(data: bytes, name: str, settings: Settings) -> Probe:
             "(max_bytes)"
         )
     source_format = _accepted(data, name, settings)
-    load = pyvips.Image.jpegload_buffer if source_format == "jpeg" else pyvips.Image.pngload_buffer
+    pixels, exif, buffered, adobe = data, None, 0, False
+    if source_format == "jpeg":
+        jpeg = read_header(data)
+        pixels, exif = jpeg.pixels, jpeg.exif
+        buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
+        load = pyvips.Image.jpegload_buffer
+    else:
+        buffered = _png_buffered(data)
+        load = pyvips.Image.pngload_buffer
     try:
         header = load(data, access="sequential")
     except pyvips.Error as error:
-        reason = vips_reason(error, explain=False)
+        reason = vips_reason(error, meaning=False)
         raise CorruptImage(name, f"corrupt {source_format.upper()} header: {reason}") from None
     width, height = header.width, header.height
     if width * height > settings.max_pixels:
@@ -86,10 +109,23 @@ def probe(data: bytes, name: str, settings: Settings) -> Probe:
         )
     orientation = header.get("orientation") if header.get_typeof("orientation") else 1
     icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
+    notes = []
+    if icc:
+        problem = profile_problem(bytes(icc), header.interpretation, header.bands, header.format)
+        if problem is not None:
+            notes.append(f"embedded ICC profile not used ({problem}): colours converted as if "
+                         "it were absent")
+            icc = None
     return Probe(
         format=source_format,
         width=width,
         height=height,
         orientation=orientation if 1 <= orientation <= 8 else 1,
         icc=bytes(icc) if icc else None,
+        data=pixels,
+        bands=header.bands,
+        adobe=adobe,
+        exif=exif,
+        buffered=buffered,
+        notes=notes,
     )

@@ -20,13 +20,15 @@ _EXPLAIN = {
     "premature end of JPEG image": "truncated JPEG data",
     "premature end of data segment": "corrupt JPEG data",
     "Unsupported JPEG data precision": "unsupported JPEG coding (only 8-bit JPEG is supported)",
+    "Unsupported color conversion": "unsupported JPEG coding (its colour components)",
+    "Unsupported JPEG process": "unsupported JPEG coding (lossless or hierarchical)",
     "JPEG datastream contains no image": "corrupt JPEG header (no image frame)",
     "out of order read": "internal error: out-of-order read",
+    "Premature end of JPEG file": "truncated JPEG data",
+    # Any other libjpeg complaint about the picture data (see decode.py for why it refuses).
+    "Corrupt JPEG data": "corrupt JPEG data",
 }
 _GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region", "read gave")
-# libjpeg warnings that leave every pixel intact: the file breaks a rule, not the picture.
-_BENIGN = ("extraneous bytes before marker", "Invalid SOS parameters for sequential JPEG")
-_WARNING_COUNT = re.compile(r"read gave (\d+) warnings")
 
 
 def _lines(text: str) -> list[str]:
@@ -38,69 +40,23 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def vips_reason(error: pyvips.Error, *, explain: bool = True) -> str:
+def vips_reason(error: pyvips.Error, *, meaning: bool = True) -> str:
     """The distinct, meaningful lines of a libvips error, plus what they mean."""
     lines = _lines(f"{error.message}\n{error.detail or ''}")
     detail = "; ".join(lines[:3]) or (error.message or "libvips failed").strip()
+    return explain(detail) if meaning else detail
+
+
+def explain(detail: str) -> str:
+    """A decoder's complaint, with what it means for the user in front."""
     for needle, meaning in _EXPLAIN.items():
-        if explain and needle in detail:
+        if needle in detail:
             return f"{meaning} ({detail})"
     return detail
 
 
-def _is_benign(line: str) -> bool:
-    return any(b in line for b in _BENIGN)
-
-
-def benign(reason: str) -> bool:
-    """True when every libjpeg complaint in ``reason`` is a harmless one."""
-    complaints = [line for line in re.split(r"[;\n]", reason) if "Corrupt JPEG data" in line
-                  or "VipsJpeg" in line]
-    return bool(complaints) and all(map(_is_benign, complaints))
-
-
 def clear_errors() -> None:
     pyvips.Error("")  # reading libvips' error buffer clears it
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-class Warnings:
-    """What libvips warned about during a decode: its messages, and the most warnings any
-    one read of the file counted (the header and the pixels are read apart, each counts)."""
-
-    def __init__(self, messages: list[str]) -> None:
-        text = "\n".join(messages)
-        self.count = max((int(n) for n in _WARNING_COUNT.findall(text)), default=0)
-        self.lines = _lines(text)
-
-    def harmless(self) -> bool:
-        """All warnings shown are benign, and none went unshown (libvips shows the first)."""
-        return all(map(_is_benign, self.lines)) and self.count <= max(1, len(self.lines))
-
-
-@contextmanager
-def collected_warnings() -> Iterator[list[str]]:
-    """libvips' warnings while the block runs (meaningful only under ``LIBVIPS.alone()``)."""
-    logger = logging.getLogger("pyvips")
-    handler = _Collect()
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-    try:
-        yield handler.messages
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
 
 
 class _SharedOrAlone:

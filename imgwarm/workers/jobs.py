@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from kombu.utils.url import maybe_sanitize_url
 from imgwarm.config import Settings
 from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
 from imgwarm.pipeline.batch import SourceResult
-from imgwarm.pipeline.manifest import Failure, Manifest
+from imgwarm.pipeline.manifest import Failure, Manifest, to_json
 from imgwarm.pipeline.metadata import Credits
 from imgwarm.pipeline.origin import Stores, check_source_key
 from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
@@ -196,4 +195,4 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
 
 def describe(status: JobStatus) -> str:
     """A JSON line of a status (for ``imgwarm status --json``)."""
-    return json.dumps(status.to_object(), ensure_ascii=False)
+    return to_json(status.to_object())

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import piexif
+import pytest
 
 from tests.conftest import Cli, all_files
 from tests.images import Credits, bomb_jpeg, jpeg_with_exif, photo
@@ -213,3 +214,83 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "optimizing" in text and "4/4" in text
     assert text.count("done") >= 4
     assert "[red]x.jpg" in text and "[/b].jpg" in text
+
+
+def imgwarm_bytes(*args: bytes | str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """The real command, with arguments and output as raw bytes (file names need not be
+    UTF-8)."""
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    return subprocess.run([str(exe), *args], cwd=cwd, capture_output=True, env=env,
+                          check=False, timeout=300)
+
+
+def test_a_file_name_that_is_not_utf8_round_trips(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    name = b"bad\xff name.jpg"
+    (Path(os.fsdecode(folder)) / os.fsdecode(name)).write_bytes(
+        bytes(photo(400, 300).jpegsave_buffer()))
+    done = imgwarm_bytes("optimize", "--json", str(folder), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.decode("utf-8")  # valid UTF-8, strictly
+    found = json.loads(line)
+    assert found["ok"] is True
+    assert os.fsencode(found["source"]) == os.fsencode(folder) + b"/" + name  # lossless
+    assert all(Path(v["path"]).name.startswith("bad-xff-name.") for v in found["variants"])
+    shown = imgwarm_bytes("show", "--json", folder / os.fsdecode(name), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert os.fsencode(json.loads(shown.stdout)["key"]).endswith(name)
+    human = imgwarm_bytes("optimize", str(folder), cwd=tmp_path)
+    assert b"bad\\xff name.jpg" in human.stdout and b"\xff" not in human.stdout
+
+
+def test_a_file_name_with_a_newline_keeps_to_one_line(run_cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "two\nlines.jpg").write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    (folder / "bad\x1b[2J.jpg").write_bytes(b"not an image")
+    result = run_cli("optimize", folder)
+    assert result.exit_code == 1
+    assert result.stdout.count("\n") == 1 and "two\\nlines.jpg" in result.stdout
+    failed = [line for line in result.stderr.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 1 and "bad\\x1b[2J.jpg" in failed[0] and "\x1b" not in result.stderr
+
+
+def test_a_refusal_never_shows_the_file_content(run_cli: Cli, tmp_path: Path) -> None:
+    link = tmp_path / "photo.jpg"
+    link.symlink_to("/etc/passwd")
+    result = run_cli("optimize", link)
+    assert result.exit_code == 1
+    assert "not a recognised image format" in result.stderr
+    first = Path("/etc/passwd").read_bytes()[:8]
+    assert first.hex(" ") not in result.stderr and first.decode() not in result.stderr
+
+
+def test_an_output_error_names_the_source(run_cli: Cli, tmp_path: Path) -> None:
+    source = tmp_path / "one.jpg"
+    source.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    result = run_cli("optimize", "--origin-root", "/dev/null", source)
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("FAILED")]
+    assert line.startswith(f"FAILED {source}: cannot write /dev/null/")
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--description", "red\x1b[31m bike", "--description: contains the control or bidi "
+     "character U+001B"),
+    ("--copyright", "\u202e(c) Ann", "--copyright: contains the control or bidi character "
+     "U+202E"),
+    ("--artist", "bell\x07", "U+0007"),
+    ("--description", "d" * 100_000, "--description: 100,000 bytes of UTF-8 text, over the "
+     "65,474 bytes an output's EXIF holds"),
+])
+def test_given_text_that_cannot_be_stored_is_a_usage_error(
+    run_cli: Cli, tmp_path: Path, option: str, value: str, said: str
+) -> None:
+    source = tmp_path / "one.jpg"
+    source.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    result = run_cli("optimize", option, value, source)
+    assert result.exit_code == 2
+    assert said in result.stderr
+    assert all_files(Path("var")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from imgwarm.config import Settings, load_settings
@@ -9,6 +10,7 @@ from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.batch import collect_sources, run_batch
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.origin import Stores
+from tests.conftest import all_files
 from tests.images import photo
 
 
@@ -59,3 +61,62 @@ def test_collect_sources(tmp_path: Path) -> None:
                              str(tmp_path / "a" / "x.JPG")])
     assert [p.relative_to(tmp_path).as_posix() for p in found] == [
         "a/x.JPG", "a/b/y.png", "named.txt"]
+
+
+def _deep_folder(top: Path, depth: int = 24) -> Path:
+    """A folder nested so deep that its path is longer than PATH_MAX: it cannot be listed by
+    path, even by root (made with relative calls)."""
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d" * 250, dir_fd=fd)
+            inner = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return top
+
+
+def test_loops_links_out_and_unlistable_folders_cost_one_line_each(
+    settings: Settings, tmp_path: Path
+) -> None:
+    folder = tmp_path / "uploads"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "good.jpg").write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    (folder / "sub" / "inside.jpg").symlink_to(folder / "good.jpg")
+    (folder / "loop.jpg").symlink_to(folder / "loop.jpg")
+    (folder / "a.jpg").symlink_to(folder / "b.jpg")
+    (folder / "b.jpg").symlink_to(folder / "a.jpg")
+    (folder / "dangling.jpg").symlink_to(folder / "missing.jpg")
+    outside = tmp_path / "private.jpg"
+    outside.write_bytes(bytes(photo(200, 100).jpegsave_buffer()))
+    (folder / "planted.jpg").symlink_to(outside)
+    (folder / "passwd.jpg").symlink_to("/etc/passwd")
+    _deep_folder(folder / "deep")
+    found = collect_sources([str(folder)])
+    results = {Path(r.source).name: r for r in run_batch(found, settings)}
+    assert results.pop("good.jpg").ok
+    errors = {name: r.error or "" for name, r in results.items()}
+    assert errors.pop("loop.jpg").endswith("loop.jpg: symlink loop")
+    assert errors.pop("a.jpg").endswith("symlink loop")
+    assert errors.pop("b.jpg").endswith("symlink loop")
+    assert "broken symlink" in errors.pop("dangling.jpg")
+    assert "symlink leads outside" in errors.pop("planted.jpg")
+    assert "symlink leads outside" in errors.pop("passwd.jpg")
+    (deep_name, deep_error), = errors.items()  # the one folder that could not be listed
+    assert deep_name == "d" * 250 and "cannot list this folder: File name too long" in deep_error
+    assert "inside.jpg" not in results  # the same file as good.jpg, taken once
+    published = {p.name.split(".")[0] for p in all_files(settings.origin_root)}
+    assert published == {"good"}  # nothing from outside the folder
+
+
+def test_a_file_named_directly_is_taken_through_its_link(settings: Settings,
+                                                         tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.jpg"
+    target.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    link = tmp_path / "named.jpg"
+    link.symlink_to(target)
+    (result,) = run_batch(collect_sources([str(link)]), settings)
+    assert result.ok, result.error

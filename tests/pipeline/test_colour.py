@@ -7,6 +7,7 @@ import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.pipeline.colour import profile_is_srgb
+from tests.hostile import adobe_rgb_profile, damaged_profile, with_icc
 from tests.images import (
     builtin_cmyk_profile,
     mean_delta_e,
@@ -73,3 +74,31 @@ def test_srgb_profiles_are_recognised() -> None:
     p3 = photo(8, 8).icc_transform("p3", input_profile="srgb").get("icc-profile-data")
     assert not profile_is_srgb(bytes(p3))
     assert not profile_is_srgb(b"not a profile")
+
+
+@pytest.mark.parametrize("field", ["pcs", "space", "class", "tags"])
+def test_a_damaged_profile_is_converted_as_if_absent(settings: Settings, field: str) -> None:
+    """The pixels are fine: made, as sRGB, with the fallback said in the manifest."""
+    picture = saturated(240, 160)
+    plain = bytes(picture.jpegsave_buffer(Q=92, keep="none"))
+    manifest = run(with_icc(plain, damaged_profile(field)), f"{field}.jpg", settings)
+    assert len(manifest.warnings) == 1
+    assert manifest.warnings[0].startswith("embedded ICC profile not used (")
+    reference = run(plain, "plain.jpg", settings)
+    assert [v.bytes for v in manifest.variants] == [v.bytes for v in reference.variants]
+    assert mean_delta_e(decoded(settings, manifest), picture) < MAX_MEAN_DELTA_E
+
+
+def test_a_usable_profile_gives_no_warning(settings: Settings) -> None:
+    manifest = run(with_icc(bytes(saturated(240, 160).jpegsave_buffer(keep="none")),
+                            adobe_rgb_profile()), "p3.jpg", settings)
+    assert manifest.warnings == []
+
+
+def test_a_cmyk_file_with_a_damaged_profile_uses_the_builtin_one(settings: Settings) -> None:
+    cmyk = saturated(240, 160).icc_transform("cmyk", input_profile="srgb")
+    data = with_icc(bytes(cmyk.jpegsave_buffer(Q=92, keep="none")), damaged_profile("pcs"))
+    manifest = run(data, "cmyk.jpg", settings)
+    assert manifest.warnings and "not used" in manifest.warnings[0]
+    expected = pillow_reference(bytes(cmyk.jpegsave_buffer(Q=92, keep="none")))
+    assert mean_delta_e(decoded(settings, manifest), expected) < MAX_MEAN_DELTA_E

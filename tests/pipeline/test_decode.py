@@ -5,11 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import pyvips
 
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import CorruptImage
 from imgwarm.pipeline.decode import jpeg_shrink
 from tests.conftest import all_files
+from tests.hostile import (
+    find_flip,
+    flip_in_restart_interval,
+    restart_jpeg,
+    scan_start,
+    segment,
+    strict_reason,
+    strip,
+)
 from tests.images import mean_abs_diff, photo, stray_bytes_jpeg
 from tests.pipeline.helpers import decoded, run
 
@@ -84,3 +94,82 @@ def test_shrink_on_load_gives_the_same_picture(settings: Settings, tmp_path: Pat
     out = decoded(config, manifest)
     assert (out.width, out.height) == (300, 200)
     assert mean_abs_diff(out, BIG) < 3.0
+
+
+# --- resynchronised entropy data (found by fuzzing) and harmless header junk ------------------
+
+@pytest.mark.parametrize("widths", [[320], [160]], ids=["full-decode", "shrink-on-load"])
+@pytest.mark.parametrize("which", [2, 4, 6])
+def test_a_flip_inside_a_restart_interval_is_refused(
+    settings: Settings, widths: list[int], which: int
+) -> None:
+    """libjpeg's only complaint is "extraneous bytes before marker 0xd?", and a lenient
+    decode publishes shifted blocks."""
+    damaged = flip_in_restart_interval(restart_jpeg(interval=8), which=which)
+    assert strict_reason(damaged)
+    config = load_settings(**{**settings.model_dump(), "widths": widths})
+    with pytest.raises(CorruptImage, match=r"corrupt JPEG data .*before marker 0xd[0-7]"):
+        run(damaged, "flipped.jpg", config)
+    assert all_files(settings.origin_root) == []
+
+
+def test_resync_at_the_end_of_a_progressive_scan_is_refused(settings: Settings) -> None:
+    data = bytes(BIG.resize(0.25).jpegsave_buffer(Q=85, interlace=True, keep="none"))
+    last = data.rfind(b"\xff\xda")  # the last scan: its damage shows at the EOI marker
+    found = find_flip(data, last + 40, len(data) - 2, r"extraneous bytes before marker 0xd9")
+    with pytest.raises(CorruptImage, match=r"before marker 0xd9"):
+        run(found, "prog.jpg", settings)
+
+
+def test_stray_bytes_before_a_later_scan_are_refused(settings: Settings) -> None:
+    """Before the first scan they are harmless; once a scan has begun they mean lost data."""
+    data = bytes(BIG.resize(0.25).jpegsave_buffer(Q=85, interlace=True, keep="none"))
+    second = data.find(b"\xff\xda", scan_start(data))
+    damaged = data[:second] + b"\x12\x34\x56" + data[second:]
+    assert strict_reason(damaged)
+    with pytest.raises(CorruptImage, match=r"extraneous bytes before marker 0xda"):
+        run(damaged, "late.jpg", settings)
+
+
+@pytest.mark.parametrize("marker", [0xDB, 0xC4, 0xC0, 0xDD, 0xDA, 0xE0, 0xFE],
+                         ids=["DQT", "DHT", "SOF0", "DRI", "SOS", "APP0", "COM"])
+def test_stray_bytes_before_any_header_marker_give_the_clean_picture(
+    settings: Settings, marker: int
+) -> None:
+    clean = restart_jpeg(240, 160)
+    if marker in (0xE0, 0xFE):
+        clean = clean[:2] + segment(marker, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+                                    if marker == 0xE0 else b"hello") + clean[2:]
+    at = clean.find(bytes((0xFF, marker)), 2)
+    junk = clean[:at] + b"\x00\x01\xff\x00\x02" + clean[at:]
+    assert strict_reason(junk)
+    made = run(junk, "junk.jpg", settings)
+    reference = run(clean, "clean.jpg", settings)
+    assert [(v.width, v.height, v.bytes) for v in made.variants] == [
+        (v.width, v.height, v.bytes) for v in reference.variants]
+    assert [Path(v.path).name.split(".")[1] for v in made.variants] == [
+        Path(v.path).name.split(".")[1] for v in reference.variants]  # the same bytes
+
+
+def test_zeroed_scan_parameters_of_a_baseline_file_are_accepted(settings: Settings) -> None:
+    """Some encoders write Ss=Se=0 in baseline files; libjpeg ignores them with a warning."""
+    clean = restart_jpeg(240, 160)
+    sos = clean.find(b"\xff\xda")
+    end = scan_start(clean)
+    zeroed = clean[:end - 3] + b"\x00\x00\x00" + clean[end:]
+    assert strict_reason(zeroed) and sos < end
+    made = run(zeroed, "zeroed.jpg", settings)
+    assert [v.bytes for v in made.variants] == [
+        v.bytes for v in run(clean, "clean.jpg", settings).variants]
+
+
+@pytest.mark.parametrize("size", [(4000, 1), (17000, 2), (2, 17000), (1921, 1), (9, 7000)])
+def test_strips_are_made(settings: Settings, size: tuple[int, int]) -> None:
+    width, height = size
+    manifest = run(strip(width, height), "strip.jpg", settings)
+    assert (manifest.width, manifest.height) == (width, height)
+    for variant in manifest.variants:
+        image = pyvips.Image.new_from_file(str(settings.origin_root / variant.path))
+        assert (image.width, image.height) == (variant.width, variant.height)
+        assert max(image.width, image.height) <= 16383
+        assert abs(image.avg() - (90 + 140 + 200) / 3) < 2

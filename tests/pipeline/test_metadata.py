@@ -9,8 +9,10 @@ import pytest
 import pyvips
 
 from imgwarm.config import Settings, load_settings
+from imgwarm.exceptions import SettingsError
 from imgwarm.pipeline.metadata import Credits, clean_text
 from imgwarm.pipeline.probe import probe
+from tests.hostile import exif_text
 from tests.images import photo
 from tests.pipeline.helpers import run
 
@@ -121,7 +123,12 @@ def test_avif_carries_the_credits_exactly(settings: Settings) -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [(b"  x  ", "x"), (b"\x00\x00", None), (b"", None), (None, None),
-     ("Київ".encode(), "Київ"), (b"caf\xe9", "café")],
+     ("Київ".encode(), "Київ"), (b"caf\xe9", "café"),
+     # one stray byte in UTF-8 costs that byte alone (it used to turn the whole into Latin-1)
+     ("Київ".encode() + b"\xff" + " вул.".encode(), "Київÿ вул."),
+     (b"\x93quoted\x94", "\u201cquoted\u201d"),  # Windows-1252
+     ("a\x1b[31mred\x07 \u202eevil\u202c\nline\tz".encode(), "a[31mred evil line z"),
+     ("Zero\u200dwidth joiner stays".encode(), "Zero\u200dwidth joiner stays")],
 )
 def test_clean_text(raw: bytes | None, expected: str | None) -> None:
     assert clean_text(raw) == expected
@@ -129,3 +136,56 @@ def test_clean_text(raw: bytes | None, expected: str | None) -> None:
 
 def test_probe_does_not_need_exif(settings: Settings) -> None:
     assert probe(bytes(photo(10, 10).jpegsave_buffer(keep="none")), "n.jpg", settings).icc is None
+
+
+def test_a_source_description_too_long_for_an_output_is_trimmed(settings: Settings) -> None:
+    """The source's text fits its own EXIF, but not beside given text: trimmed at a character
+    boundary, never an internal error."""
+    long = ("Ж" * 32_730).encode()  # 65,460 bytes: about all one EXIF segment holds
+    given = Credits.given(copyright="© Олена Коваль, 2026")
+    manifest = run(exif_text(long), "long.jpg", settings, given)
+    assert manifest.copyright == "© Олена Коваль, 2026"
+    assert manifest.description is not None and set(manifest.description) == {"Ж"}
+    assert 32_000 < len(manifest.description) < 32_730
+    for variant in manifest.variants:
+        exif = exif_of(settings, variant.path) if variant.format != "webp" else None
+        if exif is not None:
+            assert text(exif, piexif.ImageIFD.ImageDescription) == manifest.description
+            assert text(exif, piexif.ImageIFD.Copyright) == "© Олена Коваль, 2026"
+
+
+def test_given_text_too_long_to_fit_is_refused_naming_the_option() -> None:
+    with pytest.raises(SettingsError, match=r"--description: 100,000 bytes .* over the 65,474"):
+        Credits.given(description="d" * 100_000)
+    with pytest.raises(SettingsError, match=r"--description, --copyright: .* together"):
+        Credits.given(description="d" * 40_000, copyright="c" * 30_000)
+    assert Credits.given(description="d" * 65_474).description == "d" * 65_474
+
+
+@pytest.mark.parametrize("bad", ["\x1b[2J", "bell\x07", "\u202eevil", "two\nlines", "nul\x00",
+                                 "odd\udcff byte"])
+def test_given_text_with_control_characters_is_refused(bad: str) -> None:
+    with pytest.raises(SettingsError, match=r"--artist: contains the control or bidi"):
+        Credits.given(artist=bad)
+
+
+def test_source_text_with_control_characters_is_cleaned(settings: Settings) -> None:
+    raw = "Red\x1b]0;pwned\x07 bike \u202eekib".encode()
+    manifest = run(exif_text(raw), "ctl.jpg", settings)
+    assert manifest.description == "Red]0;pwned bike ekib"
+
+
+def test_maker_notes_that_do_not_fit_beside_the_text_are_left_out_with_a_warning(
+    settings: Settings,
+) -> None:
+    keep = load_settings(**{**settings.model_dump(), "keep_maker_notes": True, "widths": [320]})
+    data = source({piexif.ImageIFD.Artist: b"A"},)
+    exif = {"0th": {piexif.ImageIFD.Artist: b"A"},
+            "Exif": {piexif.ExifIFD.MakerNote: b"m" * 40_000}}
+    out = io.BytesIO()
+    piexif.insert(piexif.dump(exif), bytes(photo(400, 300).jpegsave_buffer(keep="none")), out)
+    manifest = run(out.getvalue(), "notes.jpg", keep, Credits.given(description="d" * 40_000))
+    assert manifest.description == "d" * 40_000 and manifest.artist == "A"
+    assert manifest.warnings == [
+        "the source's maker notes left out: no room beside the text in EXIF"]
+    assert data  # the plain helper still works

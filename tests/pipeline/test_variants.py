@@ -24,7 +24,26 @@ DEFAULT = [320, 640, 1280, 1920]
     ],
 )
 def test_plan_never_upscales(source: int, expected: list[int]) -> None:
-    assert plan_widths(source, DEFAULT) == expected
+    assert plan_widths(source, source * 3 // 4 or 1, DEFAULT, 16383) == expected
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ((4000, 1), [320, 640, 1280, 1920]),  # wide strips: every width, 1 pixel tall
+        ((17000, 2), [320, 640, 1280, 1920]),
+        ((1000, 60000), [273]),  # 273 x 16380: as tall as WebP allows
+        ((2, 17000), [1]),
+        ((200, 16383), [200]),
+        ((1, 16384), []),  # not even one pixel wide fits
+    ],
+)
+def test_plan_keeps_every_side_within_the_formats(size: tuple[int, int],
+                                                  expected: list[int]) -> None:
+    width, height = size
+    planned = plan_widths(width, height, DEFAULT, 16383)
+    assert planned == expected
+    assert all(height_for(w, width, height) <= 16383 for w in planned)
 
 
 def test_height_keeps_aspect_and_is_at_least_one() -> None:

@@ -13,34 +13,28 @@ running. Then, on an idle worker, the time from enqueue to manifest for a single
 and settings), and the in-process time of the same work for comparison.
 
 Usage:
-    .venv/bin/python bench/queue.py                  # 50 corpus photos, 2 workers, 3 runs
-    .venv/bin/python bench/queue.py --runs 5 --photos 100
+    .venv/bin/python bench/workers.py                  # 50 corpus photos, 2 workers, 3 runs
+    .venv/bin/python bench/workers.py --runs 5 --photos 100
 
-The Markdown table is printed and, with the raw numbers, written to bench/results/queue.json.
+The Markdown table is printed and, with the raw numbers, written to bench/results/workers.json.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import itertools
+import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
-
-# Run as a script, this file's folder comes first on sys.path, and this file's name would
-# hide the standard library's queue module (which concurrent.futures and Celery import).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("bench_optimize", HERE / "optimize.py")
@@ -54,7 +48,7 @@ find_imgwarm = bench_optimize.find_imgwarm
 sys.path.insert(0, str(HERE.parent))
 from tests.servers import RedisServer, Worker  # noqa: E402  (the tests' real Redis and worker)
 
-DEFAULT_OUTPUT = HERE / "results" / "queue.json"
+DEFAULT_OUTPUT = HERE / "results" / "workers.json"
 
 
 class Setup:
