@@ -133,7 +133,7 @@ def latency(work: Path, redis_port: int, files: list[Path], samples: int,
     """Enqueue -> manifest for one job at a time on an idle worker; the same job again
     (skipped); and the same work in-process (imgwarm.optimize, warm)."""
     from imgwarm import optimize
-    from imgwarm.workers.jobs import enqueue_all
+    from imgwarm.workers.client import enqueue_all
 
     sizes = sorted(files, key=lambda p: p.stat().st_size)
     photo = sizes[len(sizes) // 2]

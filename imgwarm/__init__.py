@@ -10,28 +10,42 @@ Web apps call :func:`optimize` on upload (in-process)::
 or, with workers (``imgwarm worker``) on a Redis broker, queue the stored original's key::
 
     job = imgwarm.enqueue("uploads/2026/bike.jpg", description="Red bicycle")
+
+Names are imported on first use (PEP 562): ``import imgwarm`` loads neither libvips, Celery
+nor pydantic.
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from imgwarm.config import Settings, load_settings
-from imgwarm.exceptions import ImgwarmError, SourceError
-from imgwarm.pipeline.manifest import Manifest, Variant
-from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.optimize import optimize_file
-from imgwarm.pipeline.origin import Stores
-
 if TYPE_CHECKING:
-    from imgwarm.workers.jobs import Job
+    from imgwarm.config import Settings, load_settings
+    from imgwarm.exceptions import ImgwarmError, SourceError
+    from imgwarm.manifest import Credits, Manifest, Variant
+    from imgwarm.workers.client import Job
 
 __all__ = [
-    "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant",
+    "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
     "enqueue", "load_settings", "optimize",
 ]
-__version__ = "0.2.0"
+_WHERE = {
+    "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
+    "ImgwarmError": "imgwarm.exceptions", "SourceError": "imgwarm.exceptions",
+    "Settings": "imgwarm.config", "load_settings": "imgwarm.config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        return version("imgwarm")
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'imgwarm' has no attribute {name!r}")
 
 
 def optimize(
@@ -49,15 +63,22 @@ def optimize(
     ``options`` are settings by name (``widths=[320, 640]``, ``webp_quality=75``...), applied
     over ``settings`` (default: loaded from imgwarm.toml and IMGWARM_* variables). ``key``
     names the source in the manifest store (default: its absolute path). Raises SourceError
-    for a bad image (permanent) and other ImgwarmError subclasses for the rest.
+    for a bad image (permanent), SettingsError for text that cannot be stored, and other
+    ImgwarmError subclasses for the rest.
     """
+    from imgwarm.config import load_settings
+    from imgwarm.manifest import Credits
+    from imgwarm.pipeline.optimize import optimize_file
+    from imgwarm.store import Stores
+
     if settings is None:
         settings = load_settings(**options)
     elif options:
-        settings = load_settings(**{**settings.model_dump(), **options})
+        settings = settings.updated(**options)
     credits = Credits.given(description=description, copyright=copyright, artist=artist)
     outcome = optimize_file(
-        Path(path), settings=settings, stores=Stores.local(settings), credits=credits, key=key
+        Path(path), settings=settings, stores=Stores.local(settings.store), credits=credits,
+        key=key,
     )
     return outcome.manifest
 
@@ -74,7 +95,7 @@ def enqueue(
     under origin_root) for the workers, and return at once. ``job.wait()`` blocks until it
     ends; ``imgwarm status KEY`` tells where it stands. Raises LayoutError for an unsafe key
     and BrokerError when Redis cannot be reached (nothing is queued then)."""
-    from imgwarm.workers.jobs import enqueue as enqueue_job
+    from imgwarm.workers.client import enqueue as enqueue_job
 
     return enqueue_job(key, description=description, copyright=copyright, artist=artist,
                        settings=settings)

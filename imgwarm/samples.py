@@ -12,7 +12,7 @@ from pathlib import Path
 import piexif
 import pyvips
 
-from imgwarm.pipeline import metadata
+from imgwarm.manifest import Credits
 
 
 def photo(width: int, height: int, seed: int = 0) -> pyvips.Image:
@@ -51,7 +51,7 @@ def stored_for_orientation(upright: pyvips.Image, orientation: int) -> pyvips.Im
 
 
 def jpeg_with_exif(
-    image: pyvips.Image, *, orientation: int = 1, credits: metadata.Credits | None = None,
+    image: pyvips.Image, *, orientation: int = 1, credits: Credits | None = None,
     quality: int = 90, **save: object,
 ) -> bytes:
     """A JPEG carrying EXIF written by piexif: credits as UTF-8, and the orientation tag."""
@@ -60,7 +60,7 @@ def jpeg_with_exif(
     for name, tag in (("description", piexif.ImageIFD.ImageDescription),
                       ("copyright", piexif.ImageIFD.Copyright),
                       ("artist", piexif.ImageIFD.Artist)):
-        value = getattr(credits or metadata.Credits(), name)
+        value = getattr(credits or Credits(), name)
         if value is not None:
             ifd0[tag] = value.encode("utf-8")
     out = io.BytesIO()
@@ -72,7 +72,7 @@ def write_samples(folder: Path) -> list[Path]:
     """A small mixed batch of sample photos in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     made: list[Path] = []
-    credits = metadata.Credits(
+    credits = Credits(
         description="Червоний велосипед на київській вулиці",
         copyright="© 2026 imgwarm samples", artist="imgwarm",
     )

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from imgwarm.cli.main import cli
 from imgwarm.config import Settings, load_settings
-from imgwarm.pipeline.origin import Stores
+from imgwarm.store import Stores
 
 if TYPE_CHECKING:
     from tests.corpus import Run
@@ -32,7 +32,7 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
 
 @pytest.fixture
 def stores(settings: Settings) -> Stores:
-    return Stores.local(settings)
+    return Stores.local(settings.store)
 
 
 def corpus_dir() -> Path | None:

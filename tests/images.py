@@ -8,7 +8,7 @@ from pathlib import Path
 import pyvips
 from PIL import Image, ImageCms, ImageOps
 
-from imgwarm.pipeline.metadata import Credits
+from imgwarm.manifest import Credits
 from imgwarm.samples import jpeg_with_exif, photo, stored_for_orientation
 
 __all__ = ["Credits", "jpeg_with_exif", "photo", "stored_for_orientation"]

@@ -21,8 +21,8 @@ from PIL import Image
 from imgwarm.config import load_settings
 from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.optimize import optimize_file
-from imgwarm.pipeline.origin import Stores
 from imgwarm.pipeline.variants import plan_widths
+from imgwarm.store import Stores
 from tests.conftest import all_files
 from tests.corpus import BAD, CASES, GOOD, Case, Run, imgwarm
 from tests.images import mean_abs_diff, mean_delta_e, pillow_reference
@@ -55,7 +55,7 @@ def test_bad_file_is_refused_and_leaves_nothing(case: Case, corpus_run: Run,
     settings = load_settings(origin_root=tmp_path / "o", manifest_root=tmp_path / "m")
     started = time.perf_counter()
     with pytest.raises(SourceError) as refused:
-        optimize_file(case.path, settings=settings, stores=Stores.local(settings))
+        optimize_file(case.path, settings=settings, stores=Stores.local(settings.store))
     elapsed = time.perf_counter() - started
     assert str(refused.value) == message
     assert all_files(tmp_path) == []

@@ -13,8 +13,8 @@ import imgwarm
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LimitExceeded, StorageError
 from imgwarm.pipeline.optimize import local_key, optimize_file
-from imgwarm.pipeline.origin import Stores
-from imgwarm.pipeline.storage import LocalStore
+from imgwarm.store import Stores
+from imgwarm.store.local import LocalStore
 from tests.conftest import all_files
 from tests.images import Credits, decode, jpeg_with_exif, mean_abs_diff, photo
 from tests.pipeline.helpers import run
@@ -38,7 +38,7 @@ def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
         variants = [v for v in manifest.variants if v.format == fmt]
         assert [(v.width, v.height) for v in variants] == expected
         for variant in variants:
-            path = settings.origin_root / variant.path
+            path = settings.store.origin_root / variant.path
             data = path.read_bytes()
             assert variant.bytes == len(data)
             match = NAME.fullmatch(path.name)
@@ -47,20 +47,20 @@ def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
             image = decode(path)
             assert (image.width, image.height) == (variant.width, variant.height)
             assert mean_abs_diff(image, upright) < 3.0
-    jpeg = decode(settings.origin_root / manifest.variants[-1].path)
+    jpeg = decode(settings.store.origin_root / manifest.variants[-1].path)
     assert jpeg.get("interlaced") == 1  # progressive
 
 
 def test_rerun_writes_nothing(settings: Settings) -> None:
     data = jpeg_with_exif(photo(1300, 900), credits=Credits(copyright="me"))
     first = run(data, "again.jpg", settings)
-    before = snapshot(settings.origin_root) | snapshot(settings.manifest_root)
+    before = snapshot(settings.store.origin_root) | snapshot(settings.store.manifest_root)
     second = run(data, "again.jpg", settings)
     assert second == first
-    assert snapshot(settings.origin_root) | snapshot(settings.manifest_root) == before
+    assert snapshot(settings.store.origin_root) | snapshot(settings.store.manifest_root) == before
     # Same input and settings, fresh store: the very same names (deterministic output).
-    other = Settings(**{**settings.model_dump(), "origin_root": settings.origin_root.parent / "o2",
-                        "manifest_root": settings.origin_root.parent / "m2"})
+    other = settings.updated(origin_root=settings.store.origin_root.parent / "o2",
+                        manifest_root=settings.store.origin_root.parent / "m2")
     assert [v.path for v in run(data, "again.jpg", other).variants] == [
         v.path for v in first.variants]
 
@@ -70,7 +70,7 @@ def test_changed_source_is_redone(settings: Settings) -> None:
     second = run(bytes(photo(800, 600, seed=2).jpegsave_buffer()), "same-name.jpg", settings)
     assert first.source_sha256 != second.source_sha256
     assert {v.path for v in first.variants}.isdisjoint(v.path for v in second.variants)
-    stored = Stores.local(settings).manifests.get(local_key(Path("sources/same-name.jpg")))
+    stored = Stores.local(settings.store).manifests.get(local_key(Path("sources/same-name.jpg")))
     assert stored == second
 
 
@@ -92,12 +92,13 @@ class FailingStore(LocalStore):
 def test_failure_midway_leaves_no_file(settings: Settings, tmp_path: Path, allowed: int) -> None:
     source = tmp_path / "full.jpg"
     source.write_bytes(bytes(photo(2000, 1500).jpegsave_buffer()))
-    local = Stores.local(settings)
-    stores = Stores(FailingStore(settings.origin_root, allowed), local.manifests, local.layout)
+    local = Stores.local(settings.store)
+    failing = FailingStore(settings.store.origin_root, allowed)
+    stores = Stores(failing, local.manifests, local.layout)
     with pytest.raises(ImgwarmError, match="No space left"):
         optimize_file(source, settings=settings, stores=stores)
-    assert all_files(settings.origin_root) == []
-    assert all_files(settings.manifest_root) == []
+    assert all_files(settings.store.origin_root) == []
+    assert all_files(settings.store.manifest_root) == []
 
 
 def test_python_api(settings: Settings, tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_python_api(settings: Settings, tmp_path: Path) -> None:
     assert [(v.format, v.width) for v in manifest.variants] == [("webp", 300), ("webp", 600)]
     assert manifest.description == "Uploaded"
     assert manifest.key == str(source.resolve())
-    assert (settings.origin_root / manifest.variants[0].path).is_file()
+    assert (settings.store.origin_root / manifest.variants[0].path).is_file()
     with pytest.raises(imgwarm.SourceError, match="empty file"):
         (tmp_path / "empty.jpg").write_bytes(b"")
         imgwarm.optimize(tmp_path / "empty.jpg", settings=settings)
@@ -116,7 +117,7 @@ def test_python_api(settings: Settings, tmp_path: Path) -> None:
 
 def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:
     manifest = run(bytes(photo(700, 500).jpegsave_buffer()), "perm.jpg", settings)
-    files = all_files(settings.origin_root)
+    files = all_files(settings.store.origin_root)
     assert len(files) == len(manifest.variants)
     assert all(not p.name.startswith(".") for p in files)
     assert all(os.stat(p).st_mode & 0o444 == 0o444 for p in files)
@@ -127,52 +128,51 @@ def test_a_strip_too_tall_for_webp_is_made_as_tall_as_webp_allows(settings: Sett
     manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", settings)
     assert {(v.format, v.width, v.height) for v in manifest.variants} == {
         ("webp", 192, 16320), ("jpeg", 192, 16320)}
-    webp = decode(settings.origin_root / manifest.variants[0].path)
+    webp = decode(settings.store.origin_root / manifest.variants[0].path)
     assert (webp.width, webp.height) == (192, 16320)
     assert mean_abs_diff(webp, strip) < 3.0
-    jpeg_only = Settings(**{**settings.model_dump(), "formats": ["jpeg"]})
+    jpeg_only = settings.updated(formats=["jpeg"])
     manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", jpeg_only)
     assert [(v.width, v.height) for v in manifest.variants] == [(200, 17000)]
 
 
 def test_a_refusal_is_recorded_and_given_again_until_a_limit_changes(settings: Settings) -> None:
-    from imgwarm.config import load_settings
     from imgwarm.exceptions import RefusedBefore
-    from imgwarm.pipeline.manifest import Failure
+    from imgwarm.manifest import Failure
     from imgwarm.pipeline.optimize import optimize_key
 
-    original = settings.origin_root / "up" / "big.jpg"
+    original = settings.store.origin_root / "up" / "big.jpg"
     original.parent.mkdir(parents=True)
     original.write_bytes(photo(1600, 1200).jpegsave_buffer())
-    strict = load_settings(**{**settings.model_dump(), "max_pixels": 1_000_000})
-    stores = Stores.local(strict)
+    strict = settings.updated(max_pixels=1_000_000)
+    stores = Stores.local(strict.store)
     with pytest.raises(LimitExceeded, match=r"up/big\.jpg: .*max_pixels"):
         optimize_key("up/big.jpg", settings=strict, stores=stores)
     record = stores.manifests.record("up/big.jpg")
     assert isinstance(record, Failure) and "max_pixels" in record.failed
-    before = snapshot(settings.manifest_root)
+    before = snapshot(settings.store.manifest_root)
     with pytest.raises(RefusedBefore, match="max_pixels"):  # same bytes: no second decode
         optimize_key("up/big.jpg", settings=strict, stores=stores)
-    assert snapshot(settings.manifest_root) == before  # and nothing rewritten
+    assert snapshot(settings.store.manifest_root) == before  # and nothing rewritten
     # With the limit raised the same bytes are made: the refusal depended on it.
-    made = optimize_key("up/big.jpg", settings=settings, stores=Stores.local(settings))
+    made = optimize_key("up/big.jpg", settings=settings, stores=Stores.local(settings.store))
     assert (made.manifest.width, made.manifest.height) == (1600, 1200)
     assert stores.manifests.get("up/big.jpg") == made.manifest
 
 
 def test_a_missing_original_is_recorded_but_not_held_against_it(settings: Settings) -> None:
     from imgwarm.exceptions import UnreadableSource
-    from imgwarm.pipeline.manifest import Failure
+    from imgwarm.manifest import Failure
     from imgwarm.pipeline.optimize import optimize_key
 
-    stores = Stores.local(settings)
+    stores = Stores.local(settings.store)
     with pytest.raises(UnreadableSource, match="no such original"):
         optimize_key("up/late.jpg", settings=settings, stores=stores)
     record = stores.manifests.record("up/late.jpg")
     assert isinstance(record, Failure) and not record.certain
     # The upload lands later: the same key is made.
-    (settings.origin_root / "up").mkdir(parents=True)
-    (settings.origin_root / "up" / "late.jpg").write_bytes(photo(400, 300).jpegsave_buffer())
+    (settings.store.origin_root / "up").mkdir(parents=True)
+    (settings.store.origin_root / "up" / "late.jpg").write_bytes(photo(400, 300).jpegsave_buffer())
     made = optimize_key("up/late.jpg", settings=settings, stores=stores)
     assert stores.manifests.get("up/late.jpg") == made.manifest
 
@@ -182,7 +182,7 @@ def test_any_failure_after_the_writes_removes_them(settings: Settings,
     """Not only imgwarm's own errors: a bug in the manifest write (as the non-UTF-8 name once
     was) must not leave variants published without a manifest."""
     from imgwarm.pipeline.batch import run_batch
-    from imgwarm.pipeline.manifest import ManifestStore
+    from imgwarm.store import ManifestStore
 
     def broken(self: ManifestStore, record: object) -> None:
         raise RuntimeError("simulated bug")
@@ -191,8 +191,8 @@ def test_any_failure_after_the_writes_removes_them(settings: Settings,
     path = Path("in.jpg")
     path.write_bytes(bytes(photo(700, 500).jpegsave_buffer()))
     with pytest.raises(RuntimeError):
-        optimize_file(path, settings=settings, stores=Stores.local(settings))
-    assert all_files(settings.origin_root) == []
+        optimize_file(path, settings=settings, stores=Stores.local(settings.store))
+    assert all_files(settings.store.origin_root) == []
     (result,) = run_batch([path], settings)
     assert result.error == "in.jpg: internal error: RuntimeError('simulated bug')"
-    assert all_files(settings.origin_root) == []
+    assert all_files(settings.store.origin_root) == []

@@ -1,21 +1,26 @@
-"""How results are shown: one human line, or one JSON object, per source."""
+"""How results are shown: one human line, or one JSON object, per source; a progress bar on a
+terminal."""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Iterable
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
-from imgwarm.pipeline.batch import SourceResult
-from imgwarm.pipeline.manifest import Manifest, to_json
-from imgwarm.pipeline.text import printable
+import click
 
+from imgwarm.text import printable
 
-def result_object(result: SourceResult) -> dict[str, Any]:
-    """The ``--json`` object of a source (the shape is a public contract)."""
-    return result.to_object()
+if TYPE_CHECKING:
+    from imgwarm.manifest import Manifest, SourceResult
 
 
 def json_line(result: SourceResult) -> str:
-    return to_json(result_object(result))
+    """The ``--json`` object of a source (the shape is a public contract)."""
+    from imgwarm.manifest import to_json
+
+    return to_json(result.to_object())
 
 
 def _size(n: int) -> str:
@@ -40,3 +45,39 @@ def human_line(result: SourceResult) -> str:
     state = "unchanged" if result.reused else "done"
     warned = "".join(f"; warning: {w}" for w in result.manifest.warnings)
     return printable(f"{state:9} {result.source}  {summarize(result.manifest)}{warned}")
+
+
+def _progress_bar() -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                    TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+                    redirect_stdout=False, redirect_stderr=False)
+
+
+def show(results: Iterable[SourceResult], total: int, as_json: bool, doing: str) -> int:
+    """Show results as they come: to stdout, failures to stderr, the bar (on a terminal, for
+    several sources) to stderr. Returns how many sources failed."""
+    show_bar = not as_json and sys.stderr.isatty() and total > 1
+    progress = _progress_bar() if show_bar else None  # rich is imported only for a TTY
+    failed = 0
+
+    def emit(line: str, err: bool) -> None:
+        stream = sys.stderr if err else sys.stdout
+        if progress is not None and stream.isatty():  # above the bar, on the same terminal
+            progress.console.print(line, markup=False, highlight=False, emoji=False)
+        else:
+            click.echo(line, err=err)
+
+    with progress if progress is not None else nullcontext():
+        task = progress.add_task(doing, total=total) if progress else None
+        for result in results:
+            failed += not result.ok
+            if as_json:
+                click.echo(json_line(result))
+            else:
+                emit(human_line(result), err=not result.ok)
+            if progress is not None and task is not None:
+                progress.advance(task)
+    return failed

@@ -1,12 +1,16 @@
-"""Settings: one typed object, loaded once at the entry point and passed down.
+"""Settings: one typed root, in groups (image, store, queue), loaded once at the entry point.
 
-Precedence, lowest first: defaults, then a TOML file (``--config``, ``IMGWARM_CONFIG`` or
-``./imgwarm.toml``), then ``IMGWARM_<NAME>`` environment variables, then explicit overrides
-(CLI options, API keyword arguments).
+Sources, first wins: explicit overrides (CLI options, API keyword arguments), ``IMGWARM_*``
+environment variables, a TOML file (``--config``, ``IMGWARM_CONFIG`` or ``./imgwarm.toml``),
+defaults. Every setting has one flat public name; the groups are how the code reads them.
 """
 
 from __future__ import annotations
 
-from imgwarm.config.settings import Format, Settings, load_settings
+from imgwarm.config.image import ImageSettings
+from imgwarm.config.queue import QueueSettings, masked_url
+from imgwarm.config.settings import GROUPS, Settings, describe_field, load_settings
+from imgwarm.config.store import StoreSettings
 
-__all__ = ["Format", "Settings", "load_settings"]
+__all__ = ["GROUPS", "ImageSettings", "QueueSettings", "Settings", "StoreSettings",
+           "describe_field", "load_settings", "masked_url"]

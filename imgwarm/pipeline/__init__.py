@@ -1,4 +1,10 @@
-"""The work itself: probe, decode, transform, encode, metadata, naming, layout, manifest, storage.
+"""The pixel work: one module a step, and the order they run in.
 
-The order of the steps is written once, in ``imgwarm.pipeline.optimize``.
+    make.py       the pixel steps in their order: probe .. encode, files named by hash
+    optimize.py   one source against the stores: reuse, make, publish, manifest, refusals
+    batch.py      many sources at once, each with its own line
+
+Steps: sniff, jpeg (the header as libjpeg reads it), probe, exif, metadata, variants, memory
+and budget, decode, resize, colour, orient, encode, naming. Where files go is the store's
+business (``imgwarm.store``); nothing here imports boto3.
 """

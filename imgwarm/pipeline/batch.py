@@ -7,45 +7,14 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, SourceError, UnreadableSource
-from imgwarm.pipeline.manifest import Manifest
-from imgwarm.pipeline.metadata import Credits
+from imgwarm.formats import SOURCE_SUFFIXES
+from imgwarm.manifest import Credits, SourceResult
 from imgwarm.pipeline.optimize import Outcome, optimize_file, optimize_key
-from imgwarm.pipeline.origin import Stores
-
-# What a folder is searched for. A file named on the command line is taken whatever its name.
-IMAGE_SUFFIXES = frozenset([".jpg", ".jpeg", ".jpe", ".jfif", ".png"])
-
-
-@dataclass(frozen=True)
-class SourceResult:
-    source: str  # as given (or as found under a given folder)
-    manifest: Manifest | None = None
-    error: str | None = None
-    reused: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_object(self) -> dict[str, Any]:
-        """The ``--json`` object of a source (the shape is a public contract)."""
-        if self.manifest is None:
-            return {"source": self.source, "ok": False, "error": self.error}
-        m = self.manifest
-        found = {
-            "source": self.source,
-            "ok": True,
-            "width": m.width,
-            "height": m.height,
-            "description": m.description,
-            "copyright": m.copyright,
-            "variants": [v.model_dump() for v in m.variants],
-        }
-        return found | ({"warnings": m.warnings} if m.warnings else {})
+from imgwarm.store import Stores
 
 
 @dataclass(frozen=True)
@@ -90,7 +59,8 @@ def _scan(top: Path, skipped: set[str]) -> Iterator[Path | Skipped]:
         dirs[:] = sorted(d for d in dirs if not d.startswith(".")
                          and os.path.realpath(Path(folder) / d) not in skipped)
         for name in sorted(files):
-            if name.startswith(".") or Path(name).suffix.lower() not in IMAGE_SUFFIXES:
+            # What a folder is searched for; a file named on the command line is taken as named.
+            if name.startswith(".") or Path(name).suffix.lower() not in SOURCE_SUFFIXES:
                 continue
             path = Path(folder) / name
             problem = _link_problem(path, root)
@@ -156,7 +126,7 @@ def _size(item: Path | Skipped) -> int:
 
 def batch_workers(settings: Settings, sources: int) -> int:
     """Sources processed at once: the setting (or the cores), but no more than there are."""
-    return min(settings.effective_workers(), max(1, sources))
+    return min(settings.image.effective_workers(), max(1, sources))
 
 
 Item = TypeVar("Item")
@@ -186,7 +156,7 @@ def run_batch(
 ) -> Iterator[SourceResult]:
     """Results as sources finish. Threads, not processes: libvips releases the GIL, and one
     libvips thread per worker keeps cores from being oversubscribed."""
-    stores = stores or Stores.local(settings)
+    stores = stores or Stores.local(settings.store)
     given = credits or Credits()
     # Largest first, so that no worker is left alone with a big photo at the end.
     ordered = sorted(paths, key=_size, reverse=True)
@@ -199,7 +169,7 @@ def run_keys(
     stores: Stores | None = None,
 ) -> Iterator[SourceResult]:
     """``run_batch`` for originals in the origin (local folder or S3), by key."""
-    stores = stores or Stores.for_settings(settings)
+    stores = stores or Stores.for_settings(settings.store)
     given = credits or Credits()
     yield from _parallel(keys, lambda k: one_key(k, settings, stores, given),
                          batch_workers(settings, len(keys)))

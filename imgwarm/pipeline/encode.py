@@ -16,14 +16,8 @@ import piexif
 import pyvips
 from PIL import Image
 
-from imgwarm.config import Format, Settings
-
-EXTENSIONS: dict[Format, str] = {"avif": "avif", "webp": "webp", "jpeg": "jpg"}
-MEDIA_TYPES: dict[Format, str] = {"avif": "image/avif", "webp": "image/webp", "jpeg": "image/jpeg"}
-
-
-# The largest side each format can hold.
-MAX_SIDE: dict[Format, int] = {"avif": 65535, "webp": 16383, "jpeg": 65535}
+from imgwarm.config import ImageSettings
+from imgwarm.formats import OUTPUTS, Format
 
 
 class Frame:
@@ -47,13 +41,13 @@ class Frame:
         return self._picture
 
 
-def encode(frame: Frame, fmt: Format, settings: Settings, exif: bytes | None) -> bytes:
+def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None) -> bytes:
     """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata."""
     out = io.BytesIO()
     extra = {"exif": exif} if exif else {}  # for Pillow's encoders
     if fmt == "jpeg":
         image = frame.image
-        if image.hasalpha():
+        if image.hasalpha() and not OUTPUTS[fmt].alpha:
             image = image.flatten(background=[255, 255, 255])
         data = image.jpegsave_buffer(
             Q=settings.jpeg_quality, interlace=True, optimize_coding=True, keep="none"

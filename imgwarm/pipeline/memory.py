@@ -21,9 +21,9 @@ _PER_PIXEL = 20  # bytes per pixel of the largest variant: RGB + rotated copy + 
 
 def decode_cost(probe: Probe, width: int, height: int) -> int:
     """Bytes of memory, beyond an idle process, to make the variants of a source whose largest
-    variant is ``width`` x ``height`` (as displayed): the file (and its copy for the decoder), what the
-    decoder holds for the whole image, the decoded pixels (a JPEG is decoded whole, at its
-    shrink-on-load size), and the working copies of the largest variant."""
+    variant is ``width`` x ``height`` (as displayed): the file and its copy for the decoder,
+    what the decoder holds for the whole image, the decoded pixels (a JPEG is decoded whole,
+    at its shrink-on-load size), and the working copies of the largest variant."""
     stored = (height, width) if probe.transposed else (width, height)
     columns, rows = decoded_size(probe, *stored)
     decoded = columns * rows * probe.bands if probe.format == "jpeg" else 0

@@ -9,13 +9,11 @@ optional GPS and maker-note blocks go first when they would not fit beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-
 import piexif
 
-from imgwarm.exceptions import SettingsError
+from imgwarm.manifest import Credits
 from imgwarm.pipeline.exif import ExifDict
-from imgwarm.pipeline.text import clean, decode_mixed, first_unsafe, fit_utf8
+from imgwarm.text import clean, decode_mixed
 
 _TEXT_TAGS = {
     "description": piexif.ImageIFD.ImageDescription,
@@ -23,59 +21,8 @@ _TEXT_TAGS = {
     "artist": piexif.ImageIFD.Artist,
 }
 # "Exif\0\0" and the TIFF block must fit a JPEG APP1 segment (its length field counts itself).
+# Credits (imgwarm.manifest) keep the text within it: TEXT_CAPACITY.
 MAX_EXIF = 65535 - 2
-_PROBE = {"0th": {tag: b"abcde" for tag in _TEXT_TAGS.values()}}
-# Bytes left for the three texts once the block's own structure is counted.
-TEXT_CAPACITY = MAX_EXIF - (len(piexif.dump(_PROBE)) - 5 * len(_TEXT_TAGS))
-
-
-@dataclass(frozen=True)
-class Credits:
-    """The text an output carries for search engines and rights holders."""
-
-    description: str | None = None
-    copyright: str | None = None
-    artist: str | None = None
-
-    @classmethod
-    def given(cls, description: str | None = None, copyright: str | None = None,
-              artist: str | None = None) -> Credits:
-        """Credits given by a user, trimmed: blank means "not given". Text with control or
-        bidi characters, or too long for an output's EXIF, is refused (SettingsError naming
-        the option): it would be stored as is, or cut, without the user knowing."""
-        values = {"description": description, "copyright": copyright, "artist": artist}
-        for name, value in values.items():
-            bad = first_unsafe(value) if value is not None else None
-            if bad is not None:
-                raise SettingsError(
-                    f"--{name}: contains the control or bidi character U+{ord(bad):04X}; "
-                    "give plain text on one line")
-        credits = cls(**{name: (value.strip() or None) if value is not None else None
-                         for name, value in values.items()})
-        size = credits.size()
-        if size > TEXT_CAPACITY:
-            given = ", ".join(f"--{n}" for n, v in values.items() if v)
-            raise SettingsError(
-                f"{given}: {size:,} bytes of UTF-8 text, over the {TEXT_CAPACITY:,} bytes an "
-                "output's EXIF holds (description, copyright and artist together)")
-        return credits
-
-    def size(self) -> int:
-        """UTF-8 bytes of the texts together."""
-        return sum(len(v.encode("utf-8")) for v in vars(self).values() if v is not None)
-
-    def merged_over(self, base: Credits) -> Credits:
-        """These values where given, else the base's; the base's text is trimmed so that the
-        whole fits an output's EXIF (given text always fits: ``given`` checks it)."""
-        room = TEXT_CAPACITY - self.size()
-        kept: dict[str, str | None] = {}
-        for item in fields(self):
-            mine, theirs = getattr(self, item.name), getattr(base, item.name)
-            if mine is None and theirs is not None:
-                theirs = fit_utf8(theirs, room) or None
-                room -= len(theirs.encode("utf-8")) if theirs else 0
-                kept[item.name] = theirs
-        return replace(self, **kept)
 
 
 def clean_text(raw: bytes | str | None) -> str | None:

@@ -24,9 +24,3 @@ def file_name(slug: str, digest: str, ext: str, hash_length: int) -> str:
     hash: a leading dot would make it a hidden file, which nginx is told never to serve."""
     short = digest[:hash_length]
     return f"{slug}.{short}.{ext}" if slug else f"{short}.{ext}"
-
-
-def hash_of_name(name: str) -> str:
-    """The hex hash a file name claims (for verification and sharding)."""
-    parts = name.split(".")
-    return parts[-2]

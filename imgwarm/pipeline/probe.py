@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import pyvips
 
-from imgwarm.config import Settings
+from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
+from imgwarm.formats import SourceFormat
 from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import JPEG, PNG, claimed, sniff
 from imgwarm.pipeline.vipsutil import vips_reason
 
-SourceFormat = Literal["jpeg", "png"]
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 4, 4: 2, 6: 4}  # by colour type; palettes expand to RGBA
 
 
@@ -47,7 +46,7 @@ class Probe:
         return self.width if self.transposed else self.height
 
 
-def _accepted(data: bytes, name: str, settings: Settings) -> SourceFormat:
+def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     kind = sniff(data)
     if kind == JPEG:
         return "jpeg"
@@ -74,7 +73,7 @@ def _png_buffered(data: bytes) -> int:
     return width * height * _PNG_CHANNELS.get(data[25], 4) * depth
 
 
-def probe(data: bytes, name: str, settings: Settings) -> Probe:
+def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     """Identify the format from the bytes and check the limits on the header alone.
 
     Raises SourceError subclasses. Under concurrency the text of a CorruptImage may be

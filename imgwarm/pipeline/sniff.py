@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from imgwarm.formats import SOURCE_SUFFIXES
+
 JPEG, PNG = "JPEG", "PNG"
 
 # (offset, signature, format name), checked in order.
@@ -34,10 +36,9 @@ _SIGNATURES: list[tuple[int, bytes, str]] = [
 _TEXT_HINTS = [(b"<svg", "SVG"), (b"<?xml", "XML/SVG"), (b"<html", "HTML"), (b"<!doctype", "HTML")]
 
 # Names that claim a format: a PNG named like this is mislabelled.
-CLAIMING_SUFFIXES = {
-    ".jpg": JPEG, ".jpeg": JPEG, ".jpe": JPEG, ".jfif": JPEG, ".webp": "WebP", ".gif": "GIF",
-    ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP", ".avif": "AVIF", ".heic": "HEIC",
-    ".heif": "HEIF", ".jxl": "JPEG XL", ".png": PNG,
+CLAIMING_SUFFIXES = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.items()} | {
+    ".webp": "WebP", ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
+    ".avif": "AVIF", ".heic": "HEIC", ".heif": "HEIF", ".jxl": "JPEG XL",
 }
 
 

@@ -1,12 +1,28 @@
 """The queue: a Celery app on a Redis broker and its one task, thin wrappers around pipeline.
 
-``make_app(settings)`` builds the app; ``imgwarm worker`` runs it; ``enqueue`` (also
-``imgwarm.enqueue``) puts a source key on the queue; ``job_status`` says where a key stands.
+    app.py     ``make_app(queue settings)``: the Celery app, for clients and workers
+    task.py    the optimize task and ``worker_app(settings)``, what ``imgwarm worker`` runs
+    client.py  ``enqueue`` (also ``imgwarm.enqueue``), ``Job.wait``, ``job_status``
+
+Arrows run one way: client and task use app; nothing here is imported by the library.
 """
 
 from __future__ import annotations
 
-from imgwarm.workers.app import make_app
-from imgwarm.workers.jobs import Job, JobStatus, enqueue, job_status
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from imgwarm.workers.app import make_app
+    from imgwarm.workers.client import Job, JobStatus, enqueue, job_status
 
 __all__ = ["Job", "JobStatus", "enqueue", "job_status", "make_app"]
+_WHERE = {"make_app": "app", "Job": "client", "JobStatus": "client", "enqueue": "client",
+          "job_status": "client"}
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: Celery is imported on first use
+    if name not in _WHERE:
+        raise AttributeError(f"module 'imgwarm.workers' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"imgwarm.workers.{_WHERE[name]}"), name)

@@ -1,4 +1,7 @@
-"""The Celery app, built from Settings (never from a module-level config)."""
+"""The Celery app, built from the queue settings (never from a module-level config).
+
+A worker adds the task to it (``task.worker_app``); a client (enqueue, status) uses it as is.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from typing import Literal
 
 from celery import Celery
 
-from imgwarm.config import Settings
+from imgwarm.config import QueueSettings
 
 TASK_NAME = "imgwarm.optimize"
 QUEUED = "QUEUED"  # our state for a job on the queue that no worker has taken yet
@@ -14,9 +17,9 @@ QUEUED = "QUEUED"  # our state for a job on the queue that no worker has taken y
 Role = Literal["client", "worker"]
 
 
-def make_app(settings: Settings, role: Role = "client") -> Celery:
+def make_app(settings: QueueSettings, role: Role = "client") -> Celery:
     """The app for a client (enqueue, status: fail fast when Redis is away) or for a worker
-    (keep reconnecting; runs the task)."""
+    (keep reconnecting)."""
     app = Celery("imgwarm", broker=settings.broker_url, backend=settings.result_backend,
                  set_as_current=False)
     fast = settings.broker_timeout
@@ -64,8 +67,4 @@ def make_app(settings: Settings, role: Role = "client") -> Celery:
                                  "interval_max": 0.2},
             },
         )
-    else:
-        from imgwarm.workers.tasks import register
-
-        register(app, settings)
     return app

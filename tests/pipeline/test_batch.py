@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from imgwarm.config import Settings, load_settings
+from imgwarm.config import Settings
 from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.batch import collect_sources, run_batch
 from imgwarm.pipeline.optimize import optimize_file
-from imgwarm.pipeline.origin import Stores
+from imgwarm.store import Stores
 from tests.conftest import all_files
 from tests.images import photo
 
@@ -39,12 +39,12 @@ def test_each_error_is_its_own_file_s(settings: Settings, tmp_path: Path) -> Non
     alone = {}
     for path in files:
         try:
-            optimize_file(path, settings=settings, stores=Stores.local(settings))
+            optimize_file(path, settings=settings, stores=Stores.local(settings.store))
         except SourceError as error:
             alone[str(path)] = str(error)
     assert len(alone) == 18
-    parallel = load_settings(**{**settings.model_dump(), "workers": 2,
-                                "origin_root": tmp_path / "o2", "manifest_root": tmp_path / "m2"})
+    parallel = settings.updated(workers=2,
+                                origin_root=tmp_path / "o2", manifest_root=tmp_path / "m2")
     for _ in range(3):
         results = {r.source: r for r in run_batch(files, parallel)}
         assert {s for s, r in results.items() if not r.ok} == set(alone)
@@ -108,7 +108,7 @@ def test_loops_links_out_and_unlistable_folders_cost_one_line_each(
     (deep_name, deep_error), = errors.items()  # the one folder that could not be listed
     assert deep_name == "d" * 250 and "cannot list this folder: File name too long" in deep_error
     assert "inside.jpg" not in results  # the same file as good.jpg, taken once
-    published = {p.name.split(".")[0] for p in all_files(settings.origin_root)}
+    published = {p.name.split(".")[0] for p in all_files(settings.store.origin_root)}
     assert published == {"good"}  # nothing from outside the folder
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import pyvips
 
-from imgwarm.config import Settings, load_settings
+from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage
 from imgwarm.pipeline.decode import jpeg_shrink
 from tests.conftest import all_files
@@ -31,11 +31,11 @@ BIG = photo(2400, 1600, seed=5)
 def test_truncated_jpeg_is_refused(settings: Settings, interlace: bool, widths: list[int]) -> None:
     data = bytes(BIG.jpegsave_buffer(Q=90, interlace=interlace))
     cut = data[: len(data) * 2 // 3]
-    config = load_settings(**{**settings.model_dump(), "widths": widths})
+    config = settings.updated(widths=widths)
     with pytest.raises(CorruptImage, match=r"cut\.jpg: truncated JPEG data"):
         run(cut, "cut.jpg", config)
-    assert all_files(settings.origin_root) == []
-    assert all_files(settings.manifest_root) == []
+    assert all_files(settings.store.origin_root) == []
+    assert all_files(settings.store.manifest_root) == []
 
 
 def test_corrupt_entropy_data_is_refused(settings: Settings) -> None:
@@ -62,10 +62,10 @@ def test_marker_in_the_middle_of_the_scan_is_refused(
 ) -> None:
     """libjpeg only warns here, and a lenient decode would publish a grey-padded picture."""
     data = _mid_scan(bytes(BIG.jpegsave_buffer(Q=90, interlace=interlace)), marker)
-    config = load_settings(**{**settings.model_dump(), "widths": widths})
+    config = settings.updated(widths=widths)
     with pytest.raises(CorruptImage, match=r"corrupt JPEG data"):
         run(data, "marker.jpg", config)
-    assert all_files(settings.origin_root) == []
+    assert all_files(settings.store.origin_root) == []
 
 
 def test_stray_bytes_and_damage_together_are_refused(settings: Settings) -> None:
@@ -89,7 +89,7 @@ def test_shrink_never_goes_below_the_target(factor: float, shrink: int) -> None:
 
 def test_shrink_on_load_gives_the_same_picture(settings: Settings, tmp_path: Path) -> None:
     data = bytes(BIG.jpegsave_buffer(Q=92))
-    config = load_settings(**{**settings.model_dump(), "widths": [300]})  # 8x: shrink 8
+    config = settings.updated(widths=[300])  # 8x: shrink 8
     manifest = run(data, "big.jpg", config)
     out = decoded(config, manifest)
     assert (out.width, out.height) == (300, 200)
@@ -107,10 +107,10 @@ def test_a_flip_inside_a_restart_interval_is_refused(
     decode publishes shifted blocks."""
     damaged = flip_in_restart_interval(restart_jpeg(interval=8), which=which)
     assert strict_reason(damaged)
-    config = load_settings(**{**settings.model_dump(), "widths": widths})
+    config = settings.updated(widths=widths)
     with pytest.raises(CorruptImage, match=r"corrupt JPEG data .*before marker 0xd[0-7]"):
         run(damaged, "flipped.jpg", config)
-    assert all_files(settings.origin_root) == []
+    assert all_files(settings.store.origin_root) == []
 
 
 def test_resync_at_the_end_of_a_progressive_scan_is_refused(settings: Settings) -> None:
@@ -169,7 +169,7 @@ def test_strips_are_made(settings: Settings, size: tuple[int, int]) -> None:
     manifest = run(strip(width, height), "strip.jpg", settings)
     assert (manifest.width, manifest.height) == (width, height)
     for variant in manifest.variants:
-        image = pyvips.Image.new_from_file(str(settings.origin_root / variant.path))
+        image = pyvips.Image.new_from_file(str(settings.store.origin_root / variant.path))
         assert (image.width, image.height) == (variant.width, variant.height)
         assert max(image.width, image.height) <= 16383
         assert abs(image.avg() - (90 + 140 + 200) / 3) < 2

@@ -39,26 +39,26 @@ def test_progressive_jpeg_holds_every_coefficient() -> None:
 def test_interlaced_png_is_held_whole(settings: Settings) -> None:
     picture = photo(400, 300)
     interlaced = bytes(picture.pngsave_buffer(interlace=True))
-    assert probe(interlaced, "i.png", settings).buffered == 400 * 300 * 3
-    assert probe(bytes(picture.pngsave_buffer()), "p.png", settings).buffered == 0
+    assert probe(interlaced, "i.png", settings.image).buffered == 400 * 300 * 3
+    assert probe(bytes(picture.pngsave_buffer()), "p.png", settings.image).buffered == 0
 
 
 def test_a_decode_above_the_budget_alone_is_refused_on_the_header(settings: Settings) -> None:
     data = progressive_cmyk(4000, 4000)  # 122 MiB of coefficients
     cut = data[:len(data) // 3]  # proof that nothing is decoded: the pixels would fail
-    tight = load_settings(**{**settings.model_dump(), "max_memory": 100 * MIB, "widths": [320]})
+    tight = settings.updated(max_memory=100 * MIB, widths=[320])
     with pytest.raises(LimitExceeded, match=r"needs about \d+ MiB of memory \(a progressive or "
                        r"multi-scan JPEG holds all of its coefficients; .*over max_memory "
                        r"\(100 MiB\); refused before decoding"):
         run(cut, "big.jpg", tight)
-    assert all_files(settings.origin_root) == []
+    assert all_files(settings.store.origin_root) == []
     baseline = bytes(photo(4000, 4000).jpegsave_buffer(Q=60, keep="none"))
     assert run(baseline, "baseline.jpg", tight).variants  # read row by row: it fits
 
 
 def test_an_interlaced_png_above_the_budget_is_refused_saying_why(settings: Settings) -> None:
     flat = (pyvips.Image.black(4000, 4000, bands=3) + 90).cast("uchar")  # 46 MiB decoded
-    tight = load_settings(**{**settings.model_dump(), "max_memory": 64 * MIB, "widths": [320]})
+    tight = settings.updated(max_memory=64 * MIB, widths=[320])
     with pytest.raises(LimitExceeded, match=r"\(an interlaced PNG is decoded whole; "):
         run(bytes(flat.pngsave_buffer(interlace=True)), "i.png", tight)
     assert run(bytes(flat.pngsave_buffer()), "p.png", tight).variants  # read row by row
@@ -67,7 +67,7 @@ def test_an_interlaced_png_above_the_budget_is_refused_saying_why(settings: Sett
 def test_max_memory_is_a_setting_with_a_floor() -> None:
     from imgwarm.exceptions import SettingsError
 
-    assert load_settings(max_memory=2 << 30).max_memory == 2 << 30
+    assert load_settings(max_memory=2 << 30).image.max_memory == 2 << 30
     with pytest.raises(SettingsError, match=r"max_memory.*allowed: 67108864 or more"):
         load_settings(max_memory=1000)
 

@@ -8,9 +8,10 @@ import piexif
 import pytest
 import pyvips
 
-from imgwarm.config import Settings, load_settings
+from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
-from imgwarm.pipeline.metadata import Credits, clean_text
+from imgwarm.manifest import Credits
+from imgwarm.pipeline.metadata import clean_text
 from imgwarm.pipeline.probe import probe
 from tests.hostile import exif_text
 from tests.images import photo
@@ -34,7 +35,7 @@ def source(ifd0: dict[int, object], gps: bool = False) -> bytes:
 
 
 def exif_of(settings: Settings, path: str) -> dict[str, dict[int, object]]:
-    return piexif.load(str(settings.origin_root / path))  # type: ignore[no-any-return]
+    return piexif.load(str(settings.store.origin_root / path))  # type: ignore[no-any-return]
 
 
 def text(exif: dict[str, dict[int, object]], tag: int) -> str | None:
@@ -89,7 +90,7 @@ def test_gps_stripped_by_default_kept_on_request(settings: Settings) -> None:
     manifest = run(data, "gps.jpg", settings)
     for variant in manifest.variants:
         assert not exif_of(settings, variant.path)["GPS"]
-    keep = load_settings(**{**settings.model_dump(), "keep_gps": True})
+    keep = settings.updated(keep_gps=True)
     manifest = run(data, "gps.jpg", keep)
     for variant in manifest.variants:
         gps = exif_of(keep, variant.path)["GPS"]
@@ -100,19 +101,19 @@ def test_no_text_means_no_exif(settings: Settings) -> None:
     data = bytes(photo(100, 80).jpegsave_buffer(Q=90, keep="none"))
     manifest = run(data, "plain.jpg", settings)
     for variant in manifest.variants:
-        image = pyvips.Image.new_from_file(str(settings.origin_root / variant.path))
+        image = pyvips.Image.new_from_file(str(settings.store.origin_root / variant.path))
         assert not image.get_typeof("exif-data")
 
 
 def test_avif_carries_the_credits_exactly(settings: Settings) -> None:
-    avif = load_settings(**{**settings.model_dump(), "formats": ["avif", "webp", "jpeg"],
-                            "widths": [320]})
+    avif = settings.updated(formats=["avif", "webp", "jpeg"],
+                            widths=[320])
     data = source({piexif.ImageIFD.ImageDescription: UKRAINIAN.encode(),
                    piexif.ImageIFD.Copyright: b"(c) 2026 Olena"})
     manifest = run(data, "a.jpg", avif)
     assert [v.format for v in manifest.variants] == ["avif", "webp", "jpeg"]
     variant = manifest.variants[0]
-    image = pyvips.Image.new_from_file(str(avif.origin_root / variant.path))
+    image = pyvips.Image.new_from_file(str(avif.store.origin_root / variant.path))
     assert (image.width, image.height) == (320, 229)
     assert image.get("vips-loader") == "heifload"
     exif = piexif.load(bytes(image.get("exif-data")))
@@ -135,7 +136,8 @@ def test_clean_text(raw: bytes | None, expected: str | None) -> None:
 
 
 def test_probe_does_not_need_exif(settings: Settings) -> None:
-    assert probe(bytes(photo(10, 10).jpegsave_buffer(keep="none")), "n.jpg", settings).icc is None
+    plain = bytes(photo(10, 10).jpegsave_buffer(keep="none"))
+    assert probe(plain, "n.jpg", settings.image).icc is None
 
 
 def test_a_source_description_too_long_for_an_output_is_trimmed(settings: Settings) -> None:
@@ -178,7 +180,7 @@ def test_source_text_with_control_characters_is_cleaned(settings: Settings) -> N
 def test_maker_notes_that_do_not_fit_beside_the_text_are_left_out_with_a_warning(
     settings: Settings,
 ) -> None:
-    keep = load_settings(**{**settings.model_dump(), "keep_maker_notes": True, "widths": [320]})
+    keep = settings.updated(keep_maker_notes=True, widths=[320])
     data = source({piexif.ImageIFD.Artist: b"A"},)
     exif = {"0th": {piexif.ImageIFD.Artist: b"A"},
             "Exif": {piexif.ExifIFD.MakerNote: b"m" * 40_000}}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from imgwarm.pipeline.naming import file_name, hash_of_name, slug_for
+from imgwarm.pipeline.naming import file_name, slug_for
+from imgwarm.store.layout import hash_of_name
 
 
 def test_slug_is_lowercase_ascii() -> None:

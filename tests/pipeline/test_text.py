@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from imgwarm.pipeline.text import clean, decode_mixed, first_unsafe, fit_utf8, printable
+from imgwarm.text import clean, decode_mixed, first_unsafe, fit_utf8, printable
 
 
 @pytest.mark.parametrize(

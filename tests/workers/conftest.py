@@ -16,10 +16,12 @@ import pytest
 from PIL import Image
 
 from imgwarm.config import Settings, load_settings
-from imgwarm.pipeline.manifest import Manifest
-from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER, Stores
-from imgwarm.pipeline.s3 import CONTENT_TYPES, IMMUTABLE
-from imgwarm.workers.jobs import job_status, latest_job_id
+from imgwarm.formats import MEDIA_TYPES as CONTENT_TYPES
+from imgwarm.manifest import Manifest
+from imgwarm.store import Stores
+from imgwarm.store.origin import S3_MANIFEST_FOLDER
+from imgwarm.store.s3 import IMMUTABLE
+from imgwarm.workers.client import job_status, latest_job_id
 from tests.servers import IMGWARM, RedisServer, S3Server, Worker, clean_env, wait_for
 
 _databases = itertools.count(1)
@@ -56,7 +58,7 @@ class Queue:
         return load_settings(**self.values)
 
     def stores(self) -> Stores:
-        return Stores.for_settings(self.settings())
+        return Stores.for_settings(self.settings().store)
 
     def put(self, key: str, data: bytes) -> None:
         """Store an original in the origin, as an upload handler would."""
@@ -84,7 +86,7 @@ class Queue:
         return job_status(key, self.settings()).state
 
     def meta(self, key: str) -> dict[str, Any]:
-        from imgwarm.workers.jobs import client_app
+        from imgwarm.workers.client import client_app
 
         return dict(client_app(self.settings()).backend.get_task_meta(self.job(key)))
 

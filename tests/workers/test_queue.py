@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import redis
 
-from imgwarm.pipeline.manifest import Failure, Manifest
-from imgwarm.pipeline.origin import S3_MANIFEST_FOLDER
-from imgwarm.pipeline.storage import TEMP_PREFIX
-from imgwarm.workers.jobs import enqueue_all
-from imgwarm.workers.tasks import starts_key
+from imgwarm.manifest import Failure, Manifest
+from imgwarm.store.local import TEMP_PREFIX
+from imgwarm.store.origin import S3_MANIFEST_FOLDER
+from imgwarm.workers.client import enqueue_all
+from imgwarm.workers.task import starts_key
 from tests.conftest import all_files
 from tests.corpus import BAD, CASES, GOOD, Run
 from tests.servers import IMGWARM, RedisServer, S3Server, wait_for

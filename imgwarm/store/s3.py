@@ -23,20 +23,17 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from imgwarm.config import Settings
+from imgwarm.config import StoreSettings
 from imgwarm.exceptions import StorageError, TransientStorageError
-from imgwarm.pipeline.encode import EXTENSIONS, MEDIA_TYPES
-from imgwarm.pipeline.layout import safe_relative
-from imgwarm.pipeline.storage import ObjectTooLarge
+from imgwarm.formats import MEDIA_TYPES
+from imgwarm.store.base import Key, ObjectTooLarge
+from imgwarm.store.layout import safe_relative
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 IMMUTABLE = "public, max-age=31536000, immutable"  # names change when bytes do
 NO_CACHE = "no-cache"  # manifests are rewritten in place
-CONTENT_TYPES = {f".{EXTENSIONS[f]}": MEDIA_TYPES[f] for f in EXTENSIONS} | {
-    ".json": "application/json",
-}
 _TRANSIENT_CODES = frozenset([
     "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "Throttling", "ThrottlingException",
     "TooManyRequests", "TooManyRequestsException", "RequestLimitExceeded",
@@ -46,7 +43,7 @@ _MISSING_CODES = frozenset(["NoSuchKey", "NotFound"])
 T = TypeVar("T")
 
 
-def make_client(settings: Settings) -> S3Client:
+def make_client(settings: StoreSettings) -> S3Client:
     """A client with the standard credential chain and botocore's `standard` retries."""
     config = Config(
         retries={"mode": "standard", "max_attempts": 3},
@@ -83,14 +80,14 @@ class S3Store:
         self.prefix = prefix
         self.cache_control = cache_control
 
-    def object_key(self, key: str | PurePosixPath) -> str:
+    def object_key(self, key: Key) -> str:
         return f"{self.prefix}{safe_relative(key)}"
 
-    def describe(self, key: str | PurePosixPath) -> str:
+    def describe(self, key: Key) -> str:
         return f"s3://{self.bucket}/{self.object_key(key)}"
 
     def _call(
-        self, action: str, key: str | PurePosixPath, request: Callable[[], T],
+        self, action: str, key: Key, request: Callable[[], T],
         *, missing_ok: bool = False,
     ) -> T | None:
         """Run one request: None for a missing object when ``missing_ok``; any other fault
@@ -104,7 +101,7 @@ class S3Store:
         except BotoCoreError as error:
             raise self._fail(action, key, error) from None
 
-    def _fail(self, action: str, key: str | PurePosixPath, error: Exception) -> StorageError:
+    def _fail(self, action: str, key: Key, error: Exception) -> StorageError:
         where = self.describe(key)
         if isinstance(error, ClientError):
             code, status = _code(error), _status(error)
@@ -119,14 +116,14 @@ class S3Store:
             return TransientStorageError(f"cannot {action} {where}: {error}")
         return StorageError(f"cannot {action} {where}: {error}")
 
-    def exists(self, key: str | PurePosixPath) -> bool:
+    def exists(self, key: Key) -> bool:
         def head() -> bool:
             self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
             return True
 
         return self._call("look up", key, head, missing_ok=True) is not None
 
-    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
+    def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
             size = int(response["ContentLength"])
@@ -137,20 +134,20 @@ class S3Store:
 
         return self._call("read", key, get, missing_ok=True)
 
-    def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
+    def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Put the object with its Content-Type and Cache-Control; True when it was written.
         An existing object is kept unless ``replace``."""
         if not replace and self.exists(key):
             return False
         object_key = self.object_key(key)
-        content_type = CONTENT_TYPES.get(PurePosixPath(object_key).suffix.lower(),
-                                         "application/octet-stream")
+        content_type = MEDIA_TYPES.get(PurePosixPath(object_key).suffix.lower(),
+                                       "application/octet-stream")
         self._call("write", key, lambda: self.client.put_object(
             Bucket=self.bucket, Key=object_key, Body=data, ContentType=content_type,
             CacheControl=self.cache_control,
         ))
         return True
 
-    def delete(self, key: str | PurePosixPath) -> None:
+    def delete(self, key: Key) -> None:
         self._call("delete", key, lambda: self.client.delete_object(
             Bucket=self.bucket, Key=self.object_key(key)))

@@ -1,4 +1,4 @@
-"""Storage: a root folder of files written atomically, behind one small interface.
+"""Local store: a root folder of files written atomically (the Store of ``base.py``).
 
 A file is written unnamed (O_TMPFILE) in its final folder, flushed, then linked under its
 name, so a crash leaves either the whole file or nothing at all. Where the file system has
@@ -13,11 +13,11 @@ import os
 import tempfile
 import time
 import uuid
-from pathlib import Path, PurePosixPath
-from typing import Protocol
+from pathlib import Path
 
 from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
-from imgwarm.pipeline.layout import join_under
+from imgwarm.store.base import Key, ObjectTooLarge
+from imgwarm.store.layout import join_under
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
@@ -30,29 +30,6 @@ def _write_error(target: Path, error: OSError) -> StorageError:
     return kind(f"cannot write {target}: {error.strerror}")
 
 
-class ObjectTooLarge(Exception):
-    def __init__(self, size: int) -> None:
-        super().__init__(f"{size} bytes")
-        self.size = size
-
-
-class Store(Protocol):
-    """What the pipeline needs of a place that keeps files by key."""
-
-    def exists(self, key: str | PurePosixPath) -> bool: ...
-
-    def describe(self, key: str | PurePosixPath) -> str: ...
-
-    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
-        """The bytes at key, None when there are none; ObjectTooLarge over ``limit`` bytes,
-        found before reading them."""
-        ...
-
-    def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool: ...
-
-    def delete(self, key: str | PurePosixPath) -> None: ...
-
-
 class LocalStore:
     """Files under a local folder; keys are relative POSIX paths."""
 
@@ -62,13 +39,13 @@ class LocalStore:
         self.fsync = fsync
         self._tmpfile = hasattr(os, "O_TMPFILE") and Path("/proc/self/fd").is_dir()
 
-    def path(self, key: str | PurePosixPath) -> Path:
+    def path(self, key: Key) -> Path:
         return join_under(self.root, key)
 
-    def exists(self, key: str | PurePosixPath) -> bool:
+    def exists(self, key: Key) -> bool:
         return self.path(key).is_file()
 
-    def read(self, key: str | PurePosixPath, *, limit: int | None = None) -> bytes | None:
+    def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         path = self.path(key)
         if not path.is_file():  # not a folder, FIFO or device
             return None
@@ -83,10 +60,10 @@ class LocalStore:
         except OSError as error:
             raise StorageError(f"cannot read {self.path(key)}: {error.strerror}") from None
 
-    def describe(self, key: str | PurePosixPath) -> str:
+    def describe(self, key: Key) -> str:
         return str(self.path(key))
 
-    def write(self, key: str | PurePosixPath, data: bytes, *, replace: bool = False) -> bool:
+    def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Write atomically; True when a file was written. An existing file is kept unless
         ``replace`` (content-addressed files never need replacing)."""
         target = self.path(key)
@@ -160,7 +137,7 @@ class LocalStore:
             raise
         return True
 
-    def delete(self, key: str | PurePosixPath) -> None:
+    def delete(self, key: Key) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(key).unlink()
 

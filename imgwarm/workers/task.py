@@ -1,8 +1,8 @@
 """The task: fetch the original by key, run the pipeline, store variants and manifest.
 
-Thin on purpose: arguments are a key and three short strings, settings come from the worker's
-start, and everything else is pipeline code. The pipeline (and so libvips) is imported in
-each worker process after the fork, never in the parent.
+Thin on purpose: arguments are a key and three short strings (the credits), settings come from
+the worker's start, and everything else is pipeline code. The pipeline (and so libvips) is
+imported in each worker process after the fork, never in the parent.
 """
 
 from __future__ import annotations
@@ -17,64 +17,59 @@ from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
-from imgwarm.workers.app import TASK_NAME
+from imgwarm.manifest import Credits
+from imgwarm.workers.app import TASK_NAME, make_app
 
 if TYPE_CHECKING:
-    from imgwarm.pipeline.origin import Stores
+    from imgwarm.store import Stores
 
 _stores: dict[int, Stores] = {}  # per process: a boto3 client must not cross a fork
 
 
 def process_stores(settings: Settings) -> Stores:
-    from imgwarm.pipeline.origin import Stores
+    from imgwarm.store import Stores
 
     pid = os.getpid()
     if pid not in _stores:
         _stores.clear()
-        _stores[pid] = Stores.for_settings(settings)
+        _stores[pid] = Stores.for_settings(settings.store)
     return _stores[pid]
 
 
-def run_job(
-    key: str, settings: Settings, *, description: str | None = None,
-    copyright: str | None = None, artist: str | None = None,
-) -> dict[str, Any]:
+def run_job(key: str, settings: Settings, credits: Credits) -> dict[str, Any]:
     """One job: ``{"reused": bool, "manifest": ...}``. Transient faults propagate (the task
     retries them); anything else that stops this source is a JobFailed with its one line."""
-    from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.optimize import optimize_key
 
-    credits = Credits.given(description=description, copyright=copyright, artist=artist)
     try:
         outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
                                credits=credits)
     except TransientStorageError:
         raise
     except SoftTimeLimitExceeded:
-        fail(key, f"took longer than {settings.task_soft_time_limit} s (task_soft_time_limit)",
-             settings, description=description, copyright=copyright, artist=artist)
+        fail(key, f"took longer than {settings.queue.task_soft_time_limit} s "
+             "(task_soft_time_limit)", settings, credits)
     except ImgwarmError as error:
         raise JobFailed(str(error)) from None
     # "reused" first: the worker log shows the start of the result, and this is what counts
     return {"reused": outcome.reused, "manifest": outcome.manifest.model_dump(mode="json")}
 
 
-def give_up(key: str, lost: int, settings: Settings, **credits: str | None) -> NoReturn:
+def give_up(key: str, lost: int, settings: Settings, credits: Credits) -> NoReturn:
     """A job whose worker process died ``lost`` times (a source that crashes a decoder or
     eats all memory would otherwise be handed out for ever): fail it, for good."""
     fail(key, f"its worker process died {lost} times while making it (out of memory, or a "
-         "crash); not tried again (task_max_lost)", settings, **credits)
+         "crash); not tried again (task_max_lost)", settings, credits)
 
 
-def fail(key: str, reason: str, settings: Settings, **credits: str | None) -> NoReturn:
+def fail(key: str, reason: str, settings: Settings, credits: Credits) -> NoReturn:
     """End a job that did not fail on its image, with the reason recorded in the manifest
     store (as one that may pass: enqueueing the same bytes again makes them again)."""
-    from imgwarm.pipeline.metadata import Credits
     from imgwarm.pipeline.optimize import record_failure
 
     with contextlib.suppress(ImgwarmError):  # the job fails all the same, with its reason
         record_failure(key, None, reason, settings=settings, stores=process_stores(settings),
-                       credits=Credits.given(**credits))
+                       credits=credits)
     raise JobFailed(f"{key}: {reason}")
 
 
@@ -89,7 +84,7 @@ class StartCounter:
 
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.client = getattr(app.backend, "client", None)  # None: not a Redis backend
-        self.ttl = settings.visibility_timeout * (settings.task_max_lost + 2)
+        self.ttl = settings.queue.visibility_timeout * (settings.queue.task_max_lost + 2)
 
     def start(self, job: str) -> int:
         """How many times the job has started without ending, this time included."""
@@ -126,19 +121,29 @@ def register(app: Celery, settings: Settings) -> None:
         autoretry_for=(TransientStorageError,),
         throws=(JobFailed,),  # an expected end: logged in one line, without a traceback
         retry_backoff=1,
-        retry_backoff_max=settings.retry_backoff_max,
+        retry_backoff_max=settings.queue.retry_backoff_max,
         retry_jitter=True,
-        max_retries=settings.task_max_retries,
+        max_retries=settings.queue.task_max_retries,
     )
     def optimize(
         self: Any, source_key: str, description: str | None = None,
         copyright: str | None = None, artist: str | None = None,
     ) -> dict[str, Any]:
-        credits = {"description": description, "copyright": copyright, "artist": artist}
         started = starts.start(self.request.id)
         try:
-            if started > settings.task_max_lost:
-                give_up(source_key, started - 1, settings, **credits)
-            return run_job(source_key, settings, **credits)
+            try:
+                credits = Credits.given(description, copyright, artist)
+            except ImgwarmError as error:  # sent by a client that did not check it
+                raise JobFailed(f"{source_key}: {error}") from None
+            if started > settings.queue.task_max_lost:
+                give_up(source_key, started - 1, settings, credits)
+            return run_job(source_key, settings, credits)
         finally:
             starts.end(self.request.id)
+
+
+def worker_app(settings: Settings) -> Celery:
+    """The app a worker runs: the queue's app with the optimize task on it."""
+    app = make_app(settings.queue, role="worker")
+    register(app, settings)
+    return app

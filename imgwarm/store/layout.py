@@ -56,6 +56,18 @@ class Layout:
     def path_for(self, name: str, hex_hash: str) -> PurePosixPath:
         return self.folder_for(hex_hash) / name
 
+    def path_for_name(self, name: str) -> PurePosixPath:
+        """The path of a content-addressed file, ``{slug}.{hash}.{ext}``: by its own hash."""
+        return self.path_for(name, hash_of_name(name))
+
+
+def hash_of_name(name: str) -> str:
+    """The hex hash a file name claims (``{slug}.{hash}.{ext}`` or ``{hash}.{ext}``)."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        raise LayoutError(f"{name!r} is not a content-addressed name")
+    return parts[-2]
+
 
 def safe_relative(key: str | PurePosixPath) -> PurePosixPath:
     """A key as a relative path that cannot leave its root: no absolute paths, no ``..``,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from imgwarm.exceptions import LayoutError
-from imgwarm.pipeline.layout import Layout, join_under, safe_relative
 from imgwarm.pipeline.naming import file_name
-from imgwarm.pipeline.storage import LocalStore
+from imgwarm.store.layout import Layout, join_under, safe_relative
+from imgwarm.store.local import LocalStore
 
 
 def _entries_per_folder(paths: list[PurePosixPath]) -> Counter[PurePosixPath]:
@@ -72,15 +72,6 @@ def test_folder_is_derived_from_the_name_hash() -> None:
     digest = "ffffff" + "0" * 58
     assert str(layout.folder_for(digest)) == "7f/7f/7f"
     assert str(layout.folder_for("0" * 64)) == "00/00/00"
-
-
-def test_store_refuses_to_overfill_a_folder(tmp_path: Path) -> None:
-    store = LocalStore(tmp_path, max_entries=16, fsync=False)
-    for i in range(16):
-        store.write(f"leaf/f{i}", b"x")
-    with pytest.raises(LayoutError, match="already holds 16 entries"):
-        store.write("leaf/one-more", b"x")
-    assert len(os.listdir(tmp_path / "leaf")) == 16
 
 
 def test_stale_temp_files_do_not_hold_the_limit(tmp_path: Path) -> None:

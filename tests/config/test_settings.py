@@ -12,11 +12,12 @@ from imgwarm.exceptions import SettingsError
 
 def test_defaults(settings: Settings) -> None:
     plain = load_settings()
-    assert plain.widths == [320, 640, 1280, 1920]
-    assert plain.formats == ["webp", "jpeg"]
-    assert (plain.webp_quality, plain.webp_effort, plain.jpeg_quality) == (80, 4, 82)
-    assert (plain.max_pixels, plain.max_bytes) == (100_000_000, 64 * 1024 * 1024)
-    assert plain.origin_root == Path("var/origin")
+    assert plain.image.widths == [320, 640, 1280, 1920]
+    assert plain.image.formats == ["webp", "jpeg"]
+    image = plain.image
+    assert (image.webp_quality, image.webp_effort, image.jpeg_quality) == (80, 4, 82)
+    assert (plain.image.max_pixels, plain.image.max_bytes) == (100_000_000, 64 * 1024 * 1024)
+    assert plain.store.origin_root == Path("var/origin")
 
 
 def test_precedence(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -24,12 +25,12 @@ def test_precedence(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_pat
     config.write_text('webp_quality = 60\njpeg_quality = 60\nwidths = "100,200"\n')
     monkeypatch.setenv("IMGWARM_JPEG_QUALITY", "70")
     loaded = load_settings(config, avif_quality=None, webp_effort=6)
-    assert loaded.webp_quality == 60  # file
-    assert loaded.jpeg_quality == 70  # environment over file
-    assert loaded.webp_effort == 6  # override over everything
-    assert loaded.widths == [100, 200]
+    assert loaded.image.webp_quality == 60  # file
+    assert loaded.image.jpeg_quality == 70  # environment over file
+    assert loaded.image.webp_effort == 6  # override over everything
+    assert loaded.image.widths == [100, 200]
     monkeypatch.setenv("IMGWARM_CONFIG", str(config))
-    assert load_settings().webp_quality == 60
+    assert load_settings().image.webp_quality == 60
 
 
 @pytest.mark.parametrize(

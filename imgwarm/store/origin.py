@@ -7,13 +7,16 @@ and manifests under ``.imgwarm/manifests/`` (a dot folder, which nginx is told n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
-from imgwarm.config import Settings
+from imgwarm.config import StoreSettings
 from imgwarm.exceptions import LayoutError, UnreadableSource, too_large
-from imgwarm.pipeline.layout import Layout, safe_relative
-from imgwarm.pipeline.manifest import ManifestStore
-from imgwarm.pipeline.storage import LocalStore, ObjectTooLarge, Store
+from imgwarm.store.base import ObjectTooLarge, Store
+from imgwarm.store.layout import Layout, safe_relative
+from imgwarm.store.local import LocalStore
+from imgwarm.store.manifests import ManifestStore
 
 S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
 
@@ -27,7 +30,7 @@ class Stores:
     layout: Layout
 
     @classmethod
-    def local(cls, settings: Settings) -> Stores:
+    def local(cls, settings: StoreSettings) -> Stores:
         layout = Layout(settings.max_dir_entries, settings.shard_levels)
         origin = LocalStore(
             settings.origin_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
@@ -38,10 +41,10 @@ class Stores:
         return cls(origin, ManifestStore(manifests, layout), layout)
 
     @classmethod
-    def s3(cls, settings: Settings) -> Stores:
-        from imgwarm.pipeline.s3 import NO_CACHE, S3Store, make_client  # boto3 only when used
+    def s3(cls, settings: StoreSettings) -> Stores:
+        from imgwarm.store.s3 import NO_CACHE, S3Store, make_client  # boto3 only when used
 
-        assert settings.s3_bucket is not None  # Settings refuses origin = s3 without one
+        assert settings.s3_bucket is not None  # StoreSettings refuses s3 without one
         client = make_client(settings)
         layout = Layout(settings.max_dir_entries, settings.shard_levels)
         origin = S3Store(client, settings.s3_bucket, settings.s3_prefix)
@@ -50,8 +53,18 @@ class Stores:
         return cls(origin, ManifestStore(manifests, layout), layout)
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> Stores:
+    def for_settings(cls, settings: StoreSettings) -> Stores:
         return cls.s3(settings) if settings.origin == "s3" else cls.local(settings)
+
+    def place(self, name: str) -> PurePosixPath:
+        """Where a content-addressed file goes: its shard folder, from the hash in its name."""
+        return self.layout.path_for_name(name)
+
+
+def local_key(path: Path) -> str:
+    """The manifest key of a local file: its absolute path, so any working folder finds it.
+    (realpath, not Path.resolve: a symlink loop must not raise here.)"""
+    return os.path.realpath(path)
 
 
 def check_source_key(key: str) -> None:
@@ -61,14 +74,14 @@ def check_source_key(key: str) -> None:
         raise LayoutError(f"refusing key {key!r}: hidden names ('.' first) are imgwarm's own")
 
 
-def read_original(store: Store, key: str, settings: Settings) -> bytes:
+def read_original(store: Store, key: str, max_bytes: int) -> bytes:
     """The bytes of the original at ``key``, refusing unsafe keys (LayoutError) and oversized
     objects before reading them."""
     check_source_key(key)
     try:
-        data = store.read(key, limit=settings.max_bytes)
+        data = store.read(key, limit=max_bytes)
     except ObjectTooLarge as error:
-        raise too_large(key, error.size, settings.max_bytes) from None
+        raise too_large(key, error.size, max_bytes) from None
     if data is None:
         raise UnreadableSource(key, f"no such original ({store.describe(key)})")
     return data

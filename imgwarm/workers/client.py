@@ -19,14 +19,11 @@ from celery import Celery
 from celery import states as celery_states
 from celery.exceptions import TimeoutError as CeleryTimeout
 from celery.result import AsyncResult
-from kombu.utils.url import maybe_sanitize_url
 
-from imgwarm.config import Settings
+from imgwarm.config import QueueSettings, Settings, masked_url
 from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
-from imgwarm.pipeline.batch import SourceResult
-from imgwarm.pipeline.manifest import Failure, Manifest, to_json
-from imgwarm.pipeline.metadata import Credits
-from imgwarm.pipeline.origin import Stores, check_source_key
+from imgwarm.manifest import Credits, Failure, Manifest, SourceResult, to_json
+from imgwarm.store import Stores, check_source_key
 from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
 
 State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
@@ -53,13 +50,13 @@ def latest_job_id(key: str, settings: Settings) -> str | None:
 
 
 @lru_cache(maxsize=4)
-def _client(settings_json: str) -> Celery:
-    return make_app(Settings.model_validate_json(settings_json))
+def _client(queue_json: str) -> Celery:
+    return make_app(QueueSettings.model_validate_json(queue_json))
 
 
 def client_app(settings: Settings) -> Celery:
     """One client app per settings, kept: a web app enqueues on every upload."""
-    return _client(settings.model_dump_json())
+    return _client(settings.queue.model_dump_json())
 
 
 def _broker(settings: Settings, doing: str, call: Callable[[], T]) -> T:
@@ -69,7 +66,7 @@ def _broker(settings: Settings, doing: str, call: Callable[[], T]) -> T:
     except ImgwarmError:
         raise
     except Exception as error:  # kombu, redis-py and Celery each raise their own kinds
-        url = maybe_sanitize_url(settings.broker_url)
+        url = masked_url(settings.queue.broker_url)
         raise BrokerError(f"cannot reach the broker at {url} (IMGWARM_BROKER_URL) while "
                           f"{doing}: {str(error).rstrip('.')}") from None
 
@@ -113,7 +110,7 @@ def enqueue_all(keys: list[str], settings: Settings, credits: Credits | None = N
     for key in keys:  # unsafe ones (``..``, absolute, control characters, hidden): none queued
         check_source_key(key)
     app = client_app(settings)
-    kwargs = {k: v for k, v in vars(credits or Credits()).items() if v is not None}
+    kwargs = (credits or Credits()).arguments()
     jobs: list[Job] = []
     for key in keys:
         job = Job(key, f"imgwarm-{uuid.uuid4().hex}", settings)
@@ -183,7 +180,7 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
     if state in ("retrying", "failed"):  # the last fault, or why it failed
         return JobStatus(key, state, error=_message(key, meta.get("result")))
     try:
-        record = (stores or Stores.for_settings(settings)).manifests.record(key)
+        record = (stores or Stores.for_settings(settings.store)).manifests.record(key)
     except StorageError as error:
         raise ImgwarmError(f"cannot read the manifest of {key}: {error}") from None
     if isinstance(record, Manifest):

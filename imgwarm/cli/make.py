@@ -1,0 +1,82 @@
+"""``imgwarm optimize`` and ``imgwarm samples``: making variants in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from imgwarm.cli import report
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, check_keys, credit_options, given_credits, load
+
+
+@click.command()
+@click.argument("sources", nargs=-1, metavar="SOURCE...", type=click.Path(path_type=str))
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
+@credit_options
+@click.option("--widths", help="Comma-separated widths, e.g. 320,640,1280,1920.")
+@click.option("--formats", help="Comma-separated formats among avif, webp, jpeg.")
+@click.option("--webp-quality", type=int, help="WebP quality, 1..100 (default 80).")
+@click.option("--jpeg-quality", type=int, help="JPEG quality, 1..100 (default 82).")
+@click.option("--avif-quality", type=int, help="AVIF quality, 1..100 (default 55).")
+@click.option("--origin-root", type=click.Path(path_type=Path),
+              help="Where variants are written (default var/origin).")
+@click.option("--manifest-root", type=click.Path(path_type=Path),
+              help="Where manifests are written (default var/manifest).")
+@click.option("--max-pixels", type=int, help="Refuse images with more pixels (default 100 MP).")
+@click.option("--max-bytes", type=int, help="Refuse files larger than this (default 64 MiB).")
+@click.option("--workers", type=int, help="Sources at once (default: one per core).")
+@click.pass_context
+def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
+             description: str | None, copyright_: str | None, artist: str | None,
+             **options: Any) -> None:
+    """Make the web variants of each SOURCE (image files, or folders searched recursively),
+    in this process.
+
+    With IMGWARM_ORIGIN=s3, each SOURCE is instead the key of an original in the bucket, and
+    variants and manifests go to the bucket.
+
+    Exit status: 0 when every source succeeded, 1 when any failed (the others are still
+    done), 2 for usage errors. A failed source leaves no file behind. Running again on the
+    same sources with the same settings writes nothing new.
+    """
+    from imgwarm.pipeline.batch import batch_workers, collect_sources, run_batch, run_keys
+    from imgwarm.pipeline.vipsutil import configure_libvips
+
+    settings = load(ctx, **options)
+    if not sources:
+        raise click.UsageError(
+            "no SOURCE given: name image files or folders "
+            "(`imgwarm samples DIR` makes sample photos to try)"
+        )
+    credits = given_credits(description, copyright_, artist)
+    store = settings.store
+    if store.origin == "s3":
+        keys = list(dict.fromkeys(sources))
+        check_keys(keys)
+        configure_libvips(batch_workers(settings, len(keys)))
+        results = run_keys(keys, settings, credits)
+        count, where = len(keys), f"s3://{store.s3_bucket}/{store.s3_prefix}"
+    else:
+        paths = collect_sources(sources, skip=[store.origin_root, store.manifest_root])
+        if not paths:
+            raise click.UsageError(f"no image files found in {', '.join(sources)}")
+        configure_libvips(batch_workers(settings, len(paths)))
+        results = run_batch(paths, settings, credits)
+        count, where = len(paths), str(store.origin_root)
+    failed = report.show(results, count, as_json, "optimizing")
+    if not as_json:
+        click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "
+                   f"variants in {where}", err=True)
+    ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@click.command()
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+def samples(folder: Path) -> None:
+    """Write a few synthetic sample photos into FOLDER (to try imgwarm on)."""
+    from imgwarm.samples import write_samples
+
+    for path in write_samples(folder):
+        click.echo(str(path))

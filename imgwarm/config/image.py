@@ -1,0 +1,83 @@
+"""Image settings: what each source becomes, and what is refused before any pixel work."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from imgwarm.config.marks import OUTPUT, REFUSAL, split_csv
+from imgwarm.formats import ORDER, Format
+
+
+class ImageSettings(BaseModel):
+    """Widths, formats, qualities, limits, metadata."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    widths: list[int] = Field(
+        [320, 640, 1280, 1920], json_schema_extra=OUTPUT,
+        description="Variant widths in pixels (comma-separated); each 1..16383. "
+        "Widths below the source's are made, plus the source width capped at the largest.")
+    formats: list[Format] = Field(
+        ["webp", "jpeg"], json_schema_extra=OUTPUT,
+        description="Output formats (comma-separated) among avif, webp, jpeg.")
+    webp_quality: int = Field(80, ge=1, le=100, json_schema_extra=OUTPUT,
+                              description="WebP quality.")
+    webp_effort: int = Field(4, ge=0, le=6, json_schema_extra=OUTPUT,
+                             description="WebP encoder effort (slower = smaller).")
+    jpeg_quality: int = Field(82, ge=1, le=100, json_schema_extra=OUTPUT,
+                              description="Progressive JPEG quality.")
+    avif_quality: int = Field(55, ge=1, le=100, json_schema_extra=OUTPUT,
+                              description="AVIF quality.")
+    avif_effort: int = Field(4, ge=0, le=10, json_schema_extra=OUTPUT,
+                             description="AVIF encoder effort, 0..10 (slower = smaller).")
+    accept_png: bool = Field(
+        True, json_schema_extra=REFUSAL,
+        description="Also accept PNG sources (when their bytes and their name say PNG).")
+    max_pixels: int = Field(
+        100_000_000, ge=1, json_schema_extra=REFUSAL,
+        description="Refuse sources with more pixels (checked on the header).")
+    max_bytes: int = Field(
+        64 * 1024 * 1024, ge=1, json_schema_extra=REFUSAL,
+        description="Refuse source files larger than this many bytes.")
+    max_memory: int = Field(
+        1 << 30, ge=64 << 20, json_schema_extra=REFUSAL,
+        description="Most memory (bytes) the sources being made at once may take together, "
+        "estimated on the header: a source needing more alone is refused before decoding; "
+        "others wait their turn. Shared by the user's imgwarm processes on the machine.")
+    keep_gps: bool = Field(False, json_schema_extra=OUTPUT,
+                           description="Keep the GPS block of the source's EXIF.")
+    keep_maker_notes: bool = Field(False, json_schema_extra=OUTPUT,
+                                   description="Keep the camera maker notes in EXIF.")
+    hash_length: int = Field(
+        16, ge=16, le=64, json_schema_extra=OUTPUT,
+        description="Hex digits of the SHA-256 content hash in file names.")
+    workers: int = Field(0, ge=0, le=256,
+                         description="Sources processed at once; 0 means one per CPU core.")
+
+    @field_validator("widths", "formats", mode="before")
+    @classmethod
+    def _csv(cls, value: Any) -> Any:
+        return split_csv(value)
+
+    @field_validator("widths")
+    @classmethod
+    def _check_widths(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("at least one width is needed")
+        for width in value:
+            if not 1 <= width <= 16383:
+                raise ValueError(f"width {width} is outside 1..16383")
+        return sorted(set(value))
+
+    @field_validator("formats")
+    @classmethod
+    def _check_formats(cls, value: list[Format]) -> list[Format]:
+        if not value:
+            raise ValueError("at least one format is needed")
+        return [f for f in ORDER if f in value]
+
+    def effective_workers(self) -> int:
+        return self.workers or (os.cpu_count() or 1)

@@ -1,0 +1,33 @@
+"""Marks on settings fields: what a setting's value changes, said once, where it is declared.
+
+The manifest store's digests are derived from them: a manifest is reused only while every
+setting that changes output bytes or names is the same, and a refusal is given again without
+decoding only while those and every setting that decides a refusal are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Affects = Literal["output", "refusal"]
+OUTPUT: dict[str, Any] = {"affects": "output"}  # changes the bytes or names of variants
+REFUSAL: dict[str, Any] = {"affects": "refusal"}  # changes which sources are refused
+
+
+def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:
+    """The values of a group's fields that carry one of these marks, by name."""
+    found = {}
+    for name, info in type(group).model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and extra.get("affects") in kinds:
+            found[name] = getattr(group, name)
+    return found
+
+
+def split_csv(value: Any) -> Any:
+    """Accept "320,640" (environment, option) as well as real lists (TOML, Python)."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value

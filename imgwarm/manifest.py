@@ -1,0 +1,190 @@
+"""Manifest: per source, what was made from it, and the other plain data every part shares.
+
+Manifest, Variant, Failure, Credits and a source's result: plain data and their JSON form, no
+I/O (the manifest store, in ``imgwarm.store.manifests``, keeps them). Picture tags, preload
+maps and ``warm`` read manifests; ``--json`` lines are results.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from imgwarm.exceptions import SettingsError
+from imgwarm.formats import Format
+from imgwarm.text import first_unsafe, fit_utf8
+
+# Escaped in JSON text beyond what json.dumps escapes: lone surrogates (the odd bytes of a file
+# name that is not UTF-8, as Python holds them), C1 controls and line separators (which some
+# readers take for line breaks: NEL, U+2028, U+2029).
+_ESCAPED = re.compile("[\ud800-\udfff\x7f-\x9f\u2028\u2029]")
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    """JSON text, valid UTF-8 and one line per value (unless indented) whatever the strings
+    hold, and lossless: a name that is not UTF-8 keeps its odd bytes as ``\\udcXX`` escapes,
+    which JSON readers turn back into the same string. Other text is written as it is."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class Variant(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    format: Format
+    width: int
+    height: int
+    bytes: int
+    path: str  # relative to the origin root; also the URL path
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    source_sha256: str
+    width: int  # as displayed, after orientation
+    height: int
+    description: str | None = None
+    copyright: str | None = None
+    artist: str | None = None
+    settings_digest: str
+    variants: list[Variant]
+    # What was done in place of the usual (a damaged ICC profile ignored, EXIF blocks left
+    # out), in words.
+    warnings: list[str] = []
+
+    def to_json(self) -> str:
+        return to_json(self.model_dump(), indent=2) + "\n"
+
+
+class Failure(BaseModel):
+    """Why a source could not be made: kept in the manifest's place so that every machine can
+    tell, and so that the same bytes are refused again without decoding them."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    # The bytes that failed (a bad image: the same bytes and settings are refused without a
+    # decode); None for failures that may pass (missing, too large, a worker that kept dying).
+    source_sha256: str | None
+    settings_digest: str
+    failed: str  # the reason, one line
+
+    @property
+    def certain(self) -> bool:
+        return self.source_sha256 is not None
+
+    def to_json(self) -> str:
+        return to_json(self.model_dump(), indent=2) + "\n"
+
+
+Record = Manifest | Failure
+
+
+def parse_record(raw: bytes) -> Record | None:
+    """A manifest or a failure from its JSON; None when it is neither (damaged)."""
+    try:
+        value = json.loads(raw)  # not pydantic's parser: it refuses \udcXX escapes
+    except ValueError:
+        return None
+    for model in (Manifest, Failure):
+        try:
+            found: Record = model.model_validate(value)
+        except ValidationError:
+            continue
+        return found
+    return None
+
+
+# Bytes of text an output's EXIF holds: "Exif\0\0" and the TIFF block fill one JPEG APP1
+# segment (65,533 bytes after its length), less the block's own structure for three ASCII
+# entries (59 bytes, as piexif writes it: tests/pipeline/test_metadata.py checks the sum).
+TEXT_CAPACITY = 65_474
+
+
+@dataclass(frozen=True)
+class Credits:
+    """The text an output carries for search engines and rights holders."""
+
+    description: str | None = None
+    copyright: str | None = None
+    artist: str | None = None
+
+    @classmethod
+    def given(cls, description: str | None = None, copyright: str | None = None,
+              artist: str | None = None) -> Credits:
+        """Credits given by a user, trimmed: blank means "not given". Text with control or
+        bidi characters, or too long for an output's EXIF, is refused (SettingsError naming
+        the option): it would be stored as is, or cut, without the user knowing."""
+        values = {"description": description, "copyright": copyright, "artist": artist}
+        for name, value in values.items():
+            bad = first_unsafe(value) if value is not None else None
+            if bad is not None:
+                raise SettingsError(
+                    f"--{name}: contains the control or bidi character U+{ord(bad):04X}; "
+                    "give plain text on one line")
+        credits = cls(**{name: (value.strip() or None) if value is not None else None
+                         for name, value in values.items()})
+        size = credits.size()
+        if size > TEXT_CAPACITY:
+            given = ", ".join(f"--{n}" for n, v in values.items() if v)
+            raise SettingsError(
+                f"{given}: {size:,} bytes of UTF-8 text, over the {TEXT_CAPACITY:,} bytes an "
+                "output's EXIF holds (description, copyright and artist together)")
+        return credits
+
+    def size(self) -> int:
+        """UTF-8 bytes of the texts together."""
+        return sum(len(v.encode("utf-8")) for v in vars(self).values() if v is not None)
+
+    def arguments(self) -> dict[str, str]:
+        """The texts given, by name (for a queued job's JSON arguments)."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+    def merged_over(self, base: Credits) -> Credits:
+        """These values where given, else the base's; the base's text is trimmed so that the
+        whole fits an output's EXIF (given text always fits: ``given`` checks it)."""
+        room = TEXT_CAPACITY - self.size()
+        kept: dict[str, str | None] = {}
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(base, item.name)
+            if mine is None and theirs is not None:
+                theirs = fit_utf8(theirs, room) or None
+                room -= len(theirs.encode("utf-8")) if theirs else 0
+                kept[item.name] = theirs
+        return replace(self, **kept)
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """How one source ended: its manifest, or the one line saying why it failed."""
+
+    source: str  # as given (or as found under a given folder), or the key
+    manifest: Manifest | None = None
+    error: str | None = None
+    reused: bool = False  # nothing had to be made: same bytes, same settings
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_object(self) -> dict[str, Any]:
+        """The ``--json`` object of a source (the shape is a public contract)."""
+        if self.manifest is None:
+            return {"source": self.source, "ok": False, "error": self.error}
+        m = self.manifest
+        found = {
+            "source": self.source,
+            "ok": True,
+            "width": m.width,
+            "height": m.height,
+            "description": m.description,
+            "copyright": m.copyright,
+            "variants": [v.model_dump() for v in m.variants],
+        }
+        return found | ({"warnings": m.warnings} if m.warnings else {})

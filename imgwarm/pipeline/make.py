@@ -1,0 +1,141 @@
+"""Make: a source's bytes to its encoded files. The order of the pixel steps, written down once.
+
+    probe (format, limits, memory, on the header) -> EXIF and credits -> plan the widths
+    -> decode (strict, shrink-on-load) -> fit (largest width) -> to_srgb -> [in memory]
+    -> upright -> for each width: fit -> encode each format, with the EXIF -> name by hash
+
+Files come out named (``{slug}.{hash}.{ext}``), not placed: where a name goes is the store's
+layout (``imgwarm.store``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyvips
+
+from imgwarm.config import ImageSettings
+from imgwarm.exceptions import CorruptImage, LimitExceeded
+from imgwarm.formats import OUTPUTS, Format
+from imgwarm.manifest import Credits
+from imgwarm.pipeline import metadata
+from imgwarm.pipeline.budget import budget
+from imgwarm.pipeline.colour import to_srgb
+from imgwarm.pipeline.decode import decode
+from imgwarm.pipeline.encode import Frame, encode
+from imgwarm.pipeline.exif import read_exif
+from imgwarm.pipeline.memory import decode_cost, describe
+from imgwarm.pipeline.naming import content_hash, file_name, slug_for
+from imgwarm.pipeline.orient import upright
+from imgwarm.pipeline.probe import Probe, probe
+from imgwarm.pipeline.resize import fit
+from imgwarm.pipeline.variants import height_for, plan_widths
+from imgwarm.pipeline.vipsutil import LIBVIPS, clear_errors, vips_reason
+from imgwarm.text import printable
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One output file, named by its own hash."""
+
+    format: Format
+    width: int
+    height: int
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Made:
+    info: Probe
+    credits: Credits  # as written: the given ones over the source's
+    files: list[Encoded]
+    warnings: list[str]  # what was done in place of the usual, in words
+
+
+def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
+    """The largest variant's pixels, upright and sRGB, in memory: decoded once."""
+    stored = (height, width) if info.transposed else (width, height)
+    image = decode(info, *stored, name)
+    image = fit(image, *stored)
+    image = to_srgb(image, info.icc)
+    image = image.copy_memory()  # the sequential read ends here; rotation needs random access
+    image = upright(image, info.orientation)
+    # Rotated, copied again: every width read through a rotating view cost 10% more time.
+    return image.copy_memory() if info.orientation > 1 else image
+
+
+def plan(name: str, info: Probe, settings: ImageSettings) -> tuple[list[int], int]:
+    """The widths to make and the memory it takes; refuses, on the header, what no width can
+    hold or what needs more memory than the whole budget."""
+    full_w, full_h = info.displayed_width, info.displayed_height
+    max_side = min(OUTPUTS[f].max_side for f in settings.formats)
+    widths = plan_widths(full_w, full_h, settings.widths, max_side)
+    if not widths:
+        raise LimitExceeded(
+            name, f"{full_w}x{full_h} is too narrow for its height: even 1 pixel wide, a "
+            f"variant would be over {max_side} pixels tall, the most "
+            f"{'/'.join(settings.formats)} can hold"
+        )
+    cost = decode_cost(info, widths[-1], height_for(widths[-1], full_w, full_h))
+    if cost > settings.max_memory:
+        held = ""
+        if info.buffered:
+            held = ("a progressive or multi-scan JPEG holds all of its coefficients; "
+                    if info.format == "jpeg" else "an interlaced PNG is decoded whole; ")
+        raise LimitExceeded(
+            name, f"making it needs about {describe(cost)} of memory ({held}estimated on the "
+            f"header), over max_memory ({describe(settings.max_memory)}); refused before "
+            "decoding"
+        )
+    return widths, cost
+
+
+def _encode_all(name: str, info: Probe, exif: bytes | None,
+                settings: ImageSettings) -> list[Encoded]:
+    widths, cost = plan(name, info, settings)
+    full_w, full_h = info.displayed_width, info.displayed_height
+    with budget(settings.max_memory).reserve(cost):
+        master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
+        slug = slug_for(printable(name))
+        files: list[Encoded] = []
+        for width in widths:
+            resized = fit(master, width, height_for(width, full_w, full_h))
+            # Resample once into memory; every encoder then reads the same pixels.
+            frame = Frame(resized if resized is master else resized.copy_memory())
+            image = frame.image
+            for fmt in settings.formats:
+                data = encode(frame, fmt, settings, exif)
+                file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
+                                 settings.hash_length)
+                files.append(Encoded(fmt, image.width, image.height, file, data))
+    return files
+
+
+def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
+    """The pixel work: probe, decode, transform, encode. Raises SourceError or pyvips.Error."""
+    info = probe(data, name, settings)
+    exif_source = read_exif(info.exif)
+    final = given.merged_over(metadata.credits_from_exif(exif_source))
+    exif, left_out = metadata.build_exif(
+        final, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
+    )
+    files = _encode_all(name, info, exif, settings)
+    return Made(info, final, files, [*info.notes, *left_out])
+
+
+def make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
+    """``name``'s files from its bytes (``name`` is the source's file name or key: for the
+    slug and messages). A failure is looked at again with no other libvips work going on, so
+    that its message is this image's own (libvips has one error buffer per process)."""
+    try:
+        with LIBVIPS.shared():
+            return _make(data, name, settings, given)
+    except (pyvips.Error, CorruptImage):
+        pass
+    with LIBVIPS.alone():
+        clear_errors()
+        try:
+            return _make(data, name, settings, given)
+        except pyvips.Error as error:
+            raise CorruptImage(name, vips_reason(error)) from None

@@ -1,0 +1,22 @@
+"""Stores: the Store interface and its implementations, the shard layout and key checks, and
+the manifest store. Moves and keeps files; never decodes an image (no pyvips here), and S3
+(boto3) is imported only when an S3 store is made.
+
+    base.py       the Store protocol every implementation passes (tests/store/test_contract.py)
+    local.py      a local folder, written atomically (O_TMPFILE, or a hidden temp + rename)
+    s3.py         any S3 endpoint through boto3
+    layout.py     shard folders from the hash in a name; keys that cannot leave their root
+    manifests.py  one record per source key, in any Store
+    origin.py     the origin: originals by key, variants, manifests (local or S3)
+"""
+
+from __future__ import annotations
+
+from imgwarm.store.base import ObjectTooLarge, Store
+from imgwarm.store.layout import Layout, join_under, safe_relative
+from imgwarm.store.local import LocalStore
+from imgwarm.store.manifests import ManifestStore
+from imgwarm.store.origin import Stores, check_source_key, local_key, read_original
+
+__all__ = ["Layout", "LocalStore", "ManifestStore", "ObjectTooLarge", "Store", "Stores",
+           "check_source_key", "join_under", "local_key", "read_original", "safe_relative"]

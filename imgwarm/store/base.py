@@ -1,0 +1,45 @@
+"""The Store interface: a place that keeps files by key, and what every implementation promises.
+
+Keys are relative POSIX paths, checked by ``layout.safe_relative`` (no ``..``, no absolute
+paths, no control characters). A write is atomic: a reader sees the whole file or nothing,
+even when the writer is killed. ``tests/store/test_contract.py`` holds every Store to this.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Protocol
+
+Key = str | PurePosixPath
+
+
+class ObjectTooLarge(Exception):
+    """What ``read`` raises over its ``limit``, found before the bytes are read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+class Store(Protocol):
+    """What the pipeline, the manifest store and the tiers need of a place that keeps files."""
+
+    def exists(self, key: Key) -> bool: ...
+
+    def describe(self, key: Key) -> str:
+        """Where ``key`` is, for messages (a path, an s3:// URL)."""
+        ...
+
+    def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
+        """The bytes at key, None when there are none; ObjectTooLarge over ``limit`` bytes,
+        found before reading them."""
+        ...
+
+    def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
+        """Write atomically; True when written, False when a file was there and ``replace``
+        is not asked (content-addressed files never need replacing)."""
+        ...
+
+    def delete(self, key: Key) -> None:
+        """Remove the file; nothing when there is none."""
+        ...

@@ -1,0 +1,40 @@
+"""The manifest store: one JSON record per source key (its manifest, or why it failed), kept in
+any Store, sharded like the variants."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import PurePosixPath
+
+from imgwarm.manifest import Manifest, Record, parse_record
+from imgwarm.store.base import Store
+from imgwarm.store.layout import Layout
+
+
+class ManifestStore:
+    """Records by source key. A key is any string: it is hashed for its place."""
+
+    def __init__(self, store: Store, layout: Layout) -> None:
+        self.store = store
+        self.layout = layout
+
+    def key_path(self, key: str) -> PurePosixPath:
+        # surrogateescape: a file name that is not UTF-8 is still a key
+        digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+        return self.layout.path_for(f"{digest[:32]}.json", digest)
+
+    def record(self, key: str) -> Record | None:
+        """What is known of a key: its manifest, the reason it failed, or None when nothing
+        is, or the record is damaged (the source is then made again, which rewrites it)."""
+        raw = self.store.read(self.key_path(key))
+        found = parse_record(raw) if raw is not None else None
+        return found if found is not None and found.key == key else None
+
+    def get(self, key: str) -> Manifest | None:
+        """The manifest of a key; None when there is none (or only a failure)."""
+        found = self.record(key)
+        return found if isinstance(found, Manifest) else None
+
+    def put(self, record: Record) -> None:
+        """Store it, replacing the key's previous manifest or failure."""
+        self.store.write(self.key_path(record.key), record.to_json().encode(), replace=True)

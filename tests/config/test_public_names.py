@@ -1,0 +1,97 @@
+"""Every documented setting works by its public name: as IMGWARM_* variable, TOML key and
+keyword; the groups are internal. The digests come from the marks on the fields."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imgwarm.config import GROUPS, Settings, load_settings
+from tests.conftest import REPO
+
+ROW = re.compile(r"^\| `([a-z_0-9]+)` \| `(IMGWARM_[A-Z_0-9]+)` \|", re.MULTILINE)
+DOCUMENTED = ROW.findall((REPO / "README.md").read_text(encoding="utf-8"))
+
+# A valid value other than the default, as a string (how the environment gives it).
+CHANGED: dict[str, tuple[str, Any]] = {
+    "widths": ("100,200", [100, 200]), "formats": ("avif,jpeg", ["avif", "jpeg"]),
+    "origin": ("s3", "s3"), "s3_bucket": ("photos", "photos"), "s3_prefix": ("a/b", "a/b/"),
+    "s3_endpoint_url": ("http://127.0.0.1:9", "http://127.0.0.1:9"),
+    "s3_region": ("eu-west-1", "eu-west-1"), "broker_url": ("redis://h:1/2", "redis://h:1/2"),
+    "result_backend": ("redis://h:1/3", "redis://h:1/3"),
+    "origin_root": ("/srv/o", "/srv/o"), "manifest_root": ("/srv/m", "/srv/m"),
+}
+NEEDS = {"origin": {"s3_bucket": "photos"}}  # settings only valid together with another
+
+
+def changed(name: str, default: Any) -> tuple[str, Any]:
+    if name in CHANGED:
+        return CHANGED[name]
+    if isinstance(default, bool):
+        return ("false" if default else "true"), not default
+    if isinstance(default, int):
+        value = default + 1 if name != "shard_levels" else 2
+        if name == "visibility_timeout":
+            value = default + 10_000
+        return str(value), value
+    if isinstance(default, float):
+        return str(default + 1), default + 1
+    raise AssertionError(f"no changed value for {name}")
+
+
+def fields() -> dict[str, Any]:
+    defaults = load_settings().flat()
+    return {name: defaults[name] for model in GROUPS.values() for name in model.model_fields}
+
+
+def test_every_setting_is_documented_once_and_every_documented_one_exists() -> None:
+    documented = dict(DOCUMENTED)
+    assert len(documented) == len(DOCUMENTED), "a setting is documented twice"
+    assert set(documented) == set(fields())
+    assert all(variable == f"IMGWARM_{name.upper()}" for name, variable in documented.items())
+
+
+@pytest.mark.parametrize(("name", "variable"), DOCUMENTED)
+def test_each_documented_setting_works_by_its_public_names(
+    name: str, variable: str, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    text, expected = changed(name, fields()[name])
+    expected = json.loads(json.dumps(expected))
+    extra = NEEDS.get(name, {})
+    monkeypatch.setenv(variable, text)
+    for other, value in extra.items():
+        monkeypatch.setenv(f"IMGWARM_{other.upper()}", value)
+    assert load_settings().flat()[name] == expected  # environment
+    monkeypatch.delenv(variable)
+    toml = tmp_path / "imgwarm.toml"
+    toml.write_text(f"{name} = {json.dumps(text)}\n")
+    assert load_settings(toml).flat()[name] == expected  # TOML key
+    assert load_settings(**{name: text}).flat()[name] == expected  # keyword (CLI, API)
+
+
+def test_imgwarm_config_prints_toml_that_loads_back(run_cli: Any, tmp_path: Path) -> None:
+    printed = run_cli("config", env={"IMGWARM_WEBP_QUALITY": "61"}).stdout
+    saved = tmp_path / "saved.toml"
+    saved.write_text(printed)
+    assert load_settings(saved).flat() == load_settings(webp_quality=61).flat()
+    assert printed.count("# IMGWARM_") == len(fields())
+
+
+def test_digests_come_from_the_marks(settings: Settings) -> None:
+    base = load_settings()
+    # Pinned: manifests made before settings were grouped are still reused (same digest).
+    assert base.digest("output") == "17035c475bf72dd2"
+    for name in ("webp_quality", "widths", "keep_gps", "hash_length", "shard_levels"):
+        text, _ = changed(name, fields()[name])
+        assert base.updated(**{name: text}).digest("output") != base.digest("output"), name
+    for name in ("workers", "origin_root", "broker_url", "fsync", "max_pixels"):
+        text, _ = changed(name, fields()[name])
+        assert base.updated(**{name: text}).digest("output") == base.digest("output"), name
+    refusal = base.digest("output", "refusal")
+    assert base.updated(max_pixels=5).digest("output", "refusal") != refusal
+    assert base.updated(workers=3).digest("output", "refusal") == refusal

@@ -1,0 +1,147 @@
+"""The Store contract: what every implementation promises (store/base.py), checked against each
+of them: the local folder and S3 over moto's real HTTP server. The cache tiers join here.
+
+A new Store adds a ``Kind`` to KINDS: how to make one, and how to kill a writer of it in the
+middle of a write.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imgwarm.exceptions import LayoutError
+from imgwarm.store import LocalStore, ObjectTooLarge, Store
+
+KEY = "1f/54/2a/cat.0123456789abcdef.webp"
+UNSAFE = ["../x.jpg", "/abs.jpg", "a/../../x.jpg", "a/./b.jpg", "a//b.jpg", "", "a\x00b.jpg",
+          "a\\b.jpg", "a/\u202ecod.jpg", "new\nline.jpg", "odd\udcff.jpg"]
+
+
+@dataclass
+class Kind:
+    name: str
+    make: Callable[[], Store]
+    # A script that writes ``sys.argv[2]`` bytes at KEY and is killed halfway through, and the
+    # argument that tells it where the store is.
+    killer: str
+    where: str
+
+
+def _local(tmp_path: Path) -> Kind:
+    root = tmp_path / "local"
+    root.mkdir()
+    killer = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from imgwarm.store import local\n"
+        "local.os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # data written\n"
+        f"local.LocalStore(Path(sys.argv[1])).write({KEY!r}, b'x' * int(sys.argv[2]))\n"
+    )
+    return Kind("local", lambda: LocalStore(root, max_entries=20), killer, str(root))
+
+
+def _s3(s3_server: Any) -> Kind:
+    from imgwarm.config import load_settings
+    from imgwarm.store.s3 import S3Store, make_client
+
+    bucket = s3_server.new_bucket()
+    settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
+                             s3_region="us-east-1", s3_timeout=5)
+    killer = (
+        "import http.client, os, signal, sys\n"
+        "from imgwarm.config import load_settings\n"
+        "from imgwarm.store.s3 import S3Store, make_client\n"
+        "send = http.client.HTTPConnection.send\n"
+        "def half(self, data):  # the body goes out in part, then the writer dies\n"
+        "    if len(data) > 100_000:\n"
+        "        send(self, data[:len(data) // 2]); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    send(self, data)\n"
+        "http.client.HTTPConnection.send = half\n"
+        "s = load_settings(origin='s3', s3_bucket=sys.argv[1], s3_endpoint_url="
+        f"{s3_server.endpoint!r}, s3_region='us-east-1')\n"
+        f"S3Store(make_client(s.store), sys.argv[1], 'p/').write({KEY!r}, "
+        "b'x' * int(sys.argv[2]))\n"
+    )
+    return Kind("s3", lambda: S3Store(make_client(settings.store), bucket, "p/"), killer, bucket)
+
+
+@pytest.fixture(params=["local", "s3"])
+def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kind]:
+    if request.param == "local":
+        yield _local(tmp_path)
+    else:
+        yield _s3(request.getfixturevalue("s3_server"))
+
+
+def test_write_exists_read(kind: Kind) -> None:
+    store = kind.make()
+    assert not store.exists(KEY) and store.read(KEY) is None
+    assert store.write(KEY, b"RIFF1") is True
+    assert store.exists(KEY) and store.read(KEY) == b"RIFF1"
+    assert store.write(KEY, b"other") is False  # content-addressed: an existing file is kept
+    assert store.read(KEY) == b"RIFF1"
+    assert store.write(KEY, b"RIFF2", replace=True) is True
+    assert store.read(KEY) == b"RIFF2"
+
+
+def test_delete(kind: Kind) -> None:
+    store = kind.make()
+    store.write(KEY, b"data")
+    store.delete(KEY)
+    assert not store.exists(KEY) and store.read(KEY) is None
+    store.delete(KEY)  # nothing there: nothing happens
+
+
+def test_read_with_a_limit_refuses_before_reading(kind: Kind) -> None:
+    store = kind.make()
+    store.write(KEY, b"x" * 1000)
+    assert store.read(KEY, limit=1000) == b"x" * 1000
+    with pytest.raises(ObjectTooLarge) as refused:
+        store.read(KEY, limit=999)
+    assert refused.value.size == 1000
+
+
+def test_describe_says_where(kind: Kind) -> None:
+    assert kind.make().describe(KEY).endswith(KEY)
+
+
+@pytest.mark.parametrize("key", UNSAFE)
+def test_unsafe_keys_are_refused_by_every_operation(kind: Kind, key: str) -> None:
+    store = kind.make()
+    for operation in (lambda: store.write(key, b"x"), lambda: store.read(key),
+                      lambda: store.exists(key), lambda: store.delete(key),
+                      lambda: store.describe(key)):
+        with pytest.raises(LayoutError):
+            operation()
+
+
+def test_a_writer_killed_mid_write_leaves_nothing(kind: Kind) -> None:
+    size = 3_000_000
+    done = subprocess.run([sys.executable, "-c", kind.killer, kind.where, str(size)],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    store = kind.make()
+    found = store.read(KEY)
+    assert found is None or found == b"x" * size  # never a part of it
+    assert found is None  # here: killed before the data was all there
+
+
+FOLDER_KINDS = ["local"]  # file systems (S3 has no folders: its prefixes are not limited)
+
+
+@pytest.mark.parametrize("kind", FOLDER_KINDS, indirect=True)
+def test_a_folder_holds_at_most_max_entries(kind: Kind) -> None:
+    store = kind.make()
+    for i in range(20):
+        assert store.write(f"full/{i}.webp", b"x")
+    with pytest.raises(LayoutError, match="already holds 20 entries"):
+        store.write("full/20.webp", b"x")
+    assert store.write("full/3.webp", b"y") is False  # an existing one is still fine
