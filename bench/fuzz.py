@@ -108,12 +108,12 @@ def _inputs(folder: Path) -> list[tuple[str, list[Path]]]:
 
 def estimate(path: Path) -> int | None:
     from imgwarm.config import load_settings
-    from imgwarm.pipeline.optimize import _plan
+    from imgwarm.pipeline.make import plan
     from imgwarm.pipeline.probe import probe
 
     settings = load_settings()
-    info = probe(path.read_bytes(), str(path), settings)
-    return _plan(str(path), info, settings)[1]
+    info = probe(path.read_bytes(), str(path), settings.image)
+    return plan(str(path), info, settings.image).cost
 
 
 def memory(folder: Path) -> dict[str, Any]:

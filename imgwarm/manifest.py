@@ -24,11 +24,12 @@ from imgwarm.text import first_unsafe, fit_utf8
 _ESCAPED = re.compile("[\ud800-\udfff\x7f-\x9f\u2028\u2029]")
 
 
-def to_json(value: Any, *, indent: int | None = None) -> str:
+def to_json(value: Any, *, indent: int | None = None, ascii_only: bool = False) -> str:
     """JSON text, valid UTF-8 and one line per value (unless indented) whatever the strings
     hold, and lossless: a name that is not UTF-8 keeps its odd bytes as ``\\udcXX`` escapes,
-    which JSON readers turn back into the same string. Other text is written as it is."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    which JSON readers turn back into the same string. Other text is written as it is, or, with
+    ``ascii_only``, escaped too (for an output that is not UTF-8)."""
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     return _ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -225,6 +225,10 @@ def hostile_exif(rng: random.Random, data: bytes) -> bytes:
         hostile.tiff([(0x8825, 4, 1, struct.pack("<L", 8))], next_ifd=8),
         b"II*\x00" + pointer + bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))),
     ]
+    pointer_type = rng.choice([1, 3, 4, 6, 8, 9])
+    if rng.random() < 0.3:  # the pointer of any integer type, or a text tag of another type
+        return rng.choice([hostile.exif_pointer_bomb(pointer_type, count, data),
+                           hostile.exif_text_of_type(rng.choice([3, 4, 5, 8, 9, 10]), data)])
     block = rng.choice(choices)
     return hostile.after_soi(data, hostile.segment(0xE1, b"Exif\x00\x00" + block))
 

@@ -54,6 +54,25 @@ def exif_count_bomb(count: int = 1 << 27, kind: int = 1) -> bytes:
     return with_exif(plain_jpeg(), block)
 
 
+def exif_pointer_bomb(pointer_type: int = 9, count: int = 1 << 27,
+                      jpeg: bytes | None = None) -> bytes:
+    """The Exif IFD pointer stored as any integer type (piexif follows it whatever the type),
+    leading to an IFD whose entry declares ``count`` SHORTs: 44 bytes of EXIF."""
+    size = {1: "B", 3: "H", 4: "L", 6: "b", 8: "h", 9: "l"}[pointer_type]
+    ifd0 = struct.pack("<HHHL", 1, 0x8769, pointer_type, 1)
+    ifd0 += struct.pack("<" + size, 26).ljust(4, b"\x00") + struct.pack("<L", 0)
+    exif_ifd = struct.pack("<HHHLLL", 1, 0x829A, 3, count, 8, 0)
+    return with_exif(jpeg or plain_jpeg(), b"II*\x00" + struct.pack("<L", 8) + ifd0 + exif_ifd)
+
+
+def exif_text_of_type(kind: int, jpeg: bytes | None = None) -> bytes:
+    """ImageDescription and Artist declared as another type (SHORT, RATIONAL...)."""
+    start = ifd_end(2)
+    block = tiff([(0x010E, kind, 1, b"\x01\x00\x02\x00"),
+                  (0x013B, kind, 1, struct.pack("<L", start))], tail=b"\x00" * 8)
+    return with_exif(jpeg or plain_jpeg(), block)
+
+
 def exif_overlap_bomb() -> bytes:
     """Every tag piexif knows in IFD0, each a BYTE array over the same 60 KB: each entry is in
     bounds; together piexif keeps a hundred copies of the block as tuples."""
@@ -79,8 +98,12 @@ def exif_text(description: bytes, *, copyright: bytes = b"") -> bytes:
 
 
 def with_icc(jpeg: bytes, icc: bytes) -> bytes:
-    """The profile as one APP2 ICC_PROFILE chunk, whatever it holds."""
-    return after_soi(jpeg, segment(0xE2, b"ICC_PROFILE\x00\x01\x01" + icc))
+    """The profile in APP2 ICC_PROFILE chunks (as many as it takes), whatever it holds."""
+    size = 65519  # a segment's 65533 bytes, less the chunk header
+    chunks = [icc[i:i + size] for i in range(0, len(icc), size)] or [b""]
+    return after_soi(jpeg, *(
+        segment(0xE2, b"ICC_PROFILE\x00" + bytes((n, len(chunks))) + chunk)
+        for n, chunk in enumerate(chunks, 1)))
 
 
 def adobe_rgb_profile() -> bytes:

@@ -6,6 +6,7 @@ Light on purpose: pydantic and the rest are imported when a command runs, not wh
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -15,6 +16,15 @@ if TYPE_CHECKING:
     from imgwarm.manifest import Credits
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def json_text(value: Any) -> str:
+    """One JSON line for stdout: UTF-8 text, or ASCII with escapes where stdout is not UTF-8
+    (so a script always reads valid JSON, and the run never dies on a character)."""
+    from imgwarm.manifest import to_json
+
+    encoding = (sys.stdout.encoding or "").lower().replace("-", "").replace("_", "")
+    return to_json(value, ascii_only=encoding != "utf8")
 
 
 def load(ctx: click.Context, **overrides: Any) -> Settings:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
 from imgwarm.text import printable
 
 
@@ -21,7 +21,6 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
          manifest_root: Path | None) -> None:
     """Print the manifest of each SOURCE: a file that was optimized (by its path, even if it
     has moved since), or a manifest key. Exit status 1 if any has none."""
-    from imgwarm.manifest import to_json
     from imgwarm.store import Stores, local_key
 
     manifests = Stores.for_settings(load(ctx, manifest_root=manifest_root).store).manifests
@@ -33,7 +32,7 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
             click.echo(printable(f"{source}: no manifest (not optimized yet, or another "
                                  "manifest root)"), err=True)
         elif as_json:
-            click.echo(to_json(manifest.model_dump()))
+            click.echo(json_text(manifest.model_dump()))
         else:
             click.echo(manifest.to_json(), nl=False)
     ctx.exit(EXIT_FAILED if missing else EXIT_OK)

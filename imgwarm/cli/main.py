@@ -38,6 +38,10 @@ for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.
 
 
 def main() -> None:
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 gets escapes
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         cli.main(prog_name="imgwarm")
     except ImgwarmError as error:  # anything not tied to one source

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from imgwarm.cli import report
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, credit_options, given_credits, load
+from imgwarm.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    credit_options,
+    given_credits,
+    json_text,
+    load,
+)
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -38,7 +45,6 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     dropped: the message says which keys were queued and the exit status is 1.
     """
     from imgwarm.exceptions import LayoutError
-    from imgwarm.manifest import to_json
     from imgwarm.workers.client import enqueue_all
 
     settings = load(ctx)
@@ -49,7 +55,7 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
         raise click.UsageError(str(error)) from None
     if not wait:
         for job in jobs:
-            click.echo(to_json({"source": job.key, "queued": True, "job": job.id})
+            click.echo(json_text({"source": job.key, "queued": True, "job": job.id})
                        if as_json else printable(f"queued    {job.key}"))
         return
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -103,7 +109,7 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
     Exit status: 0 when no key failed or is unknown, 1 otherwise.
     """
     from imgwarm.store import Stores
-    from imgwarm.workers.client import describe, job_status
+    from imgwarm.workers.client import job_status
 
     settings = load(ctx)
     stores = Stores.for_settings(settings.store)
@@ -112,7 +118,7 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
         found = job_status(key, settings, stores)
         bad += found.state in ("failed", "unknown")
         if as_json:
-            click.echo(describe(found))
+            click.echo(json_text(found.to_object()))
         elif found.state == "done" and found.manifest is not None:
             click.echo(printable(f"{'done':9} {key}  {report.summarize(found.manifest)}"))
         elif found.error:

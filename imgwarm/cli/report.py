@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 def json_line(result: SourceResult) -> str:
     """The ``--json`` object of a source (the shape is a public contract)."""
-    from imgwarm.manifest import to_json
+    from imgwarm.cli.common import json_text
 
-    return to_json(result.to_object())
+    return json_text(result.to_object())
 
 
 def _size(n: int) -> str:

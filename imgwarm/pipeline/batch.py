@@ -25,7 +25,19 @@ class Skipped:
     reason: str
 
 
-def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Path | Skipped]:
+@dataclass(frozen=True)
+class Scanned:
+    """A file found in a folder: read only if, once open, it is still inside that folder (a
+    link can be put in its place after the folder was read)."""
+
+    path: Path
+    within: str  # the folder scanned, resolved
+
+
+Found = Path | Scanned | Skipped
+
+
+def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list[Found]:
     """Files as named, and JPEG and PNG files found recursively (sorted, no hidden ones) in
     folders, except under ``skip`` (imgwarm's own output); a file reached twice is taken once.
 
@@ -33,21 +45,22 @@ def collect_sources(arguments: Iterable[str], skip: Iterable[Path] = ()) -> list
     must not publish what a planted link points at); folders that cannot be listed and links
     that lead out or in a loop are Skipped, each with its reason."""
     skipped = {os.path.realpath(p) for p in skip}
-    found: list[Path | Skipped] = []
+    found: list[Found] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
             found.extend(_scan(path, skipped))
         else:
             found.append(path)
-    unique: dict[str, Path | Skipped] = {}
-    for item in found:
-        where = item.path if isinstance(item, Skipped) else item
-        unique.setdefault(os.path.realpath(where), item)
+    unique: dict[str, Found] = {}
+    for item in found:  # a refused entry never stands for the file it points at
+        where = (f"skipped:{item.path}" if isinstance(item, Skipped)
+                 else os.path.realpath(item.path if isinstance(item, Scanned) else item))
+        unique.setdefault(where, item)
     return list(unique.values())
 
 
-def _scan(top: Path, skipped: set[str]) -> Iterator[Path | Skipped]:
+def _scan(top: Path, skipped: set[str]) -> Iterator[Scanned | Skipped]:
     root = os.path.realpath(top)
     problems: list[Skipped] = []
 
@@ -64,7 +77,7 @@ def _scan(top: Path, skipped: set[str]) -> Iterator[Path | Skipped]:
                 continue
             path = Path(folder) / name
             problem = _link_problem(path, root)
-            yield Skipped(path, problem) if problem else path
+            yield Skipped(path, problem) if problem else Scanned(path, root)
         yield from problems
         problems.clear()
     yield from problems  # the top folder itself could not be listed
@@ -96,16 +109,16 @@ def _guarded(source: str, work: Callable[[], Outcome]) -> SourceResult:
     return SourceResult(source, manifest=outcome.manifest, reused=outcome.reused)
 
 
-def _one(item: Path | Skipped, settings: Settings, stores: Stores,
-         credits: Credits) -> SourceResult:
+def _one(item: Found, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
     if isinstance(item, Skipped):
         return SourceResult(str(item.path), error=f"{item.path}: {item.reason}")
-    path = item
+    path, within = (item.path, item.within) if isinstance(item, Scanned) else (item, None)
 
     def work() -> Outcome:
         if not path.exists() and not path.is_symlink():
             raise UnreadableSource(str(path), "no such file or folder")
-        return optimize_file(path, settings=settings, stores=stores, credits=credits)
+        return optimize_file(path, settings=settings, stores=stores, credits=credits,
+                             within=within)
 
     return _guarded(str(path), work)
 
@@ -117,9 +130,9 @@ def one_key(key: str, settings: Settings, stores: Stores, credits: Credits) -> S
     )
 
 
-def _size(item: Path | Skipped) -> int:
+def _size(item: Found) -> int:
     try:
-        return 0 if isinstance(item, Skipped) else item.stat().st_size
+        return item.stat().st_size if isinstance(item, Path) else item.path.stat().st_size
     except OSError:
         return 0
 
@@ -151,7 +164,7 @@ def _parallel(
 
 
 def run_batch(
-    paths: list[Path | Skipped], settings: Settings, credits: Credits | None = None,
+    paths: list[Found], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
 ) -> Iterator[SourceResult]:
     """Results as sources finish. Threads, not processes: libvips releases the GIL, and one

@@ -5,17 +5,24 @@ The budget is shared by every imgwarm process of the user on the machine (the th
 bytes are units of memory, and a reservation holds open-file-description locks on as many of
 them as it needs. The kernel drops the locks of a process that dies, so a worker killed
 mid-job never leaks its share. One reservation gathers its units at a time (a gate lock), so
-a large one is not starved by small ones. Where OFD locks are missing (not Linux), the budget
-is kept per process.
+a large one is not starved by small ones; it takes units as they come free.
+
+The file lives in a folder only its user can enter (``$TMPDIR/imgwarm-UID``, mode 0700), so
+that nobody else can lock it (and hang imgwarm) or swap it for a link. Where that cannot be
+had (someone else's folder in the way, no OFD locks: not Linux), the budget is kept per
+process, with a warning.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import struct
 import tempfile
 import threading
+import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -25,9 +32,28 @@ UNIT = 1 << 20  # one lockable byte per MiB
 _OFD = hasattr(fcntl, "F_OFD_SETLK")
 
 
+class _Unavailable(Exception):
+    """The shared budget cannot be used; the reason is the message."""
+
+
 def _flock(kind: int, start: int, length: int) -> bytes:
     # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for OFD locks), padding.
     return struct.pack("hhqqi4x", kind, os.SEEK_SET, start, length, 0)
+
+
+def private_file(folder: Path, name: str) -> Path:
+    """``folder/name``, after making sure ``folder`` is this user's alone (0700, not a link);
+    _Unavailable says why not."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise _Unavailable(f"cannot make {folder}: {error.strerror}") from None
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise _Unavailable(f"{folder} is not a folder of this user's alone")
+    return folder / name
 
 
 class _Units:
@@ -37,31 +63,50 @@ class _Units:
         self.path = path
         self.count = count
 
-    def _lock(self, fd: int, unit: int, *, wait: bool) -> bool:
+    def _open(self) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise _Unavailable(f"cannot open {self.path}: {error.strerror}") from None
+        if os.fstat(fd).st_uid != os.getuid():
+            os.close(fd)
+            raise _Unavailable(f"{self.path} belongs to someone else")
+        return fd
+
+    @staticmethod
+    def _lock(fd: int, unit: int, *, wait: bool = False) -> bool:
         command = fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK
         try:
             fcntl.fcntl(fd, command, _flock(fcntl.F_WRLCK, unit, 1))
         except (BlockingIOError, PermissionError):
             return False
+        except OSError as error:  # ENOLCK and the like: the kernel will not keep locks
+            raise _Unavailable(f"cannot lock {os.readlink(f'/proc/self/fd/{fd}')}: "
+                               f"{error.strerror}") from None
         return True
 
     @contextmanager
     def hold(self, units: int) -> Iterator[None]:
-        gate = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        held = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        gate = self._open()
+        try:
+            held = self._open()
+        except BaseException:
+            os.close(gate)
+            raise
         try:
             self._lock(gate, 0, wait=True)  # one gatherer at a time; unit 0 is the gate
             taken: set[int] = set()
-            while len(taken) < units:
+            pause = 0.005
+            while True:  # take units as they come free, whoever frees them
                 for unit in range(1, self.count + 1):
                     if len(taken) == units:
                         break
-                    if unit not in taken and self._lock(held, unit, wait=False):
+                    if unit not in taken and self._lock(held, unit):
                         taken.add(unit)
-                if len(taken) < units:  # wait for a holder to finish, then look again
-                    busy = next(u for u in range(1, self.count + 1) if u not in taken)
-                    self._lock(held, busy, wait=True)
-                    taken.add(busy)
+                if len(taken) == units:
+                    break
+                time.sleep(pause)
+                pause = min(0.1, pause * 2)
             os.close(gate)
             gate = -1
             yield
@@ -98,20 +143,37 @@ class MemoryBudget:
     def __init__(self, limit: int, path: Path | None = None) -> None:
         self.limit = limit
         self.units = max(1, limit // UNIT)
-        self._shared: _Units | _Local = _Local(self.units)
-        if _OFD:
-            where = path or Path(tempfile.gettempdir()) / f"imgwarm-{os.getuid()}.memory"
-            try:
-                os.close(os.open(where, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-                self._shared = _Units(where, self.units)
-            except OSError:
-                pass  # an unwritable temp folder: the budget is per process
+        self._local = _Local(self.units)
+        self._shared: _Units | None = None
+        if not _OFD:
+            return self._fall_back("this system has no open-file-description locks")
+        try:
+            where = path or private_file(
+                Path(tempfile.gettempdir()) / f"imgwarm-{os.getuid()}", "memory")
+            self._shared = _Units(where, self.units)
+            os.close(self._shared._open())
+        except _Unavailable as error:
+            self._shared = None
+            self._fall_back(str(error))
+
+    def _fall_back(self, reason: str) -> None:
+        warnings.warn(f"imgwarm: the memory budget (max_memory) is kept per process, not "
+                      f"shared with the user's other imgwarm processes: {reason}",
+                      RuntimeWarning, stacklevel=3)
 
     @contextmanager
     def reserve(self, amount: int) -> Iterator[None]:
         """Block until ``amount`` bytes (at most the limit) are free, hold them meanwhile."""
         units = min(self.units, max(1, -(-amount // UNIT)))
-        with self._shared.hold(units):
+        if self._shared is not None:
+            try:
+                with self._shared.hold(units):
+                    yield
+                return
+            except _Unavailable as error:  # before anything was held: this one goes local
+                self._shared = None
+                self._fall_back(str(error))
+        with self._local.hold(units):
             yield
 
 

@@ -23,6 +23,7 @@ here. PNG: libspng's warnings are benign; its errors (CRC, truncation) are not.
 
 from __future__ import annotations
 
+import numpy
 import pyvips
 import simplejpeg
 
@@ -72,7 +73,7 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
                            f"corrupt JPEG data ({detail})") from None
     rows, columns, bands = pixels.shape
     if space == "CMYK" and probe.adobe:
-        pixels = 255 - pixels  # Adobe (Photoshop) CMYK is stored inverted, as libvips knows
+        numpy.subtract(255, pixels, out=pixels)  # Adobe CMYK is stored inverted; in place
     image = pyvips.Image.new_from_memory(pixels.data, columns, rows, bands, "uchar")
     image = image.copy(interpretation=interpretation)
     if probe.icc is not None:

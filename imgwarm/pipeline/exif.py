@@ -19,7 +19,9 @@ ExifDict = dict[str, Any]
 # Bytes per value of each TIFF type (1 BYTE .. 12 DOUBLE); piexif reads these twelve.
 _TYPE_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
 _EXIF_POINTER, _GPS_POINTER, _INTEROP_POINTER = 0x8769, 0x8825, 0xA005
-_LONG_TYPES = (3, 4)  # a pointer stored as SHORT or LONG
+# piexif reads a one-value entry of any integer type as a plain int, and follows it as an IFD
+# pointer whatever the type: every one of them is followed here too.
+_INTEGER_FORMATS = {1: "B", 3: "H", 4: "L", 6: "b", 8: "h", 9: "l"}
 
 
 class _Unsafe(Exception):
@@ -58,8 +60,8 @@ class _Walk:
                 self.total += max(0, min(size, len(self.tiff) - offset))
             if self.total > len(self.tiff):
                 raise _Unsafe  # entries read the same bytes over and over
-            if kind in _LONG_TYPES and number == 1:
-                pointers[tag] = self.unpack("H" if kind == 3 else "L", entry + 8)
+            if kind in _INTEGER_FORMATS and number == 1:
+                pointers[tag] = self.unpack(_INTEGER_FORMATS[kind], entry + 8)
         return pointers
 
     def check(self) -> None:

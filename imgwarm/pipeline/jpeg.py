@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOI, EOI, SOS, APP1, APP14 = 0xD8, 0xD9, 0xDA, 0xE1, 0xEE
+SOI, EOI, SOS, APP0, APP1, APP14 = 0xD8, 0xD9, 0xDA, 0xE0, 0xE1, 0xEE
 # Frame markers (SOFn) other than DHT (C4), JPG (C8) and DAC (CC).
 _SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 _PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
@@ -103,9 +103,10 @@ def read_header(data: bytes) -> JpegHeader:
     (EXIF, ICC, XMP...) left out too, since libjpeg would warn about their own damage (a bad
     ICC chunk) though the picture is whole, and they are read on their own, with their own
     limits; for sequential frames, the first scan's spectral parameters set to the only values
-    they may have (libjpeg ignores them but warns; some encoders write zeros). Everything from
-    the first scan on is kept as it is. Until the header is complete, ``pixels`` is the file
-    itself, and the decoder says what is wrong."""
+    they may have (libjpeg ignores them but warns; some encoders write zeros); a JFIF version
+    libjpeg does not know (2.01) made 1.02 (it changes nothing in the picture, and libjpeg
+    warns). Everything from the first scan on is kept as it is. Until the header is complete,
+    ``pixels`` is the file itself, and the decoder says what is wrong."""
     header = JpegHeader(pixels=data)
     if data[:2] != b"\xff\xd8":
         return header
@@ -129,6 +130,8 @@ def read_header(data: bytes) -> JpegHeader:
             header.exif = bytes(segment[8:])
         elif marker == APP14 and segment[2:7] == b"Adobe":
             header.adobe = True
+        elif marker == APP0 and segment[2:7] == b"JFIF\x00" and len(segment) > 8:
+            segment[7:9] = b"\x01\x02"
         elif marker == SOS:
             header.scan_components = segment[2] if length > 2 else 0
             if header.frame in _SEQUENTIAL and length == 6 + 2 * header.scan_components:

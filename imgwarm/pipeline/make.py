@@ -30,7 +30,7 @@ from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for, plan_widths
-from imgwarm.pipeline.vipsutil import LIBVIPS, clear_errors, vips_reason
+from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
 from imgwarm.text import printable
 
 
@@ -65,18 +65,35 @@ def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Ima
     return image.copy_memory() if info.orientation > 1 else image
 
 
-def plan(name: str, info: Probe, settings: ImageSettings) -> tuple[list[int], int]:
-    """The widths to make and the memory it takes; refuses, on the header, what no width can
-    hold or what needs more memory than the whole budget."""
+@dataclass(frozen=True)
+class Plan:
+    widths: list[int]
+    formats: list[Format]
+    cost: int  # bytes of memory, estimated on the header
+    notes: list[str]  # formats left out, and why
+
+
+def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
+    """The widths and formats to make and the memory it takes. A format that cannot hold even
+    a 1-pixel-wide variant (a 1x17000 strip in WebP, 16383 pixels a side at most) is left out
+    with a note; refuses, on the header, what no format can hold or what needs more memory
+    than the whole budget."""
     full_w, full_h = info.displayed_width, info.displayed_height
-    max_side = min(OUTPUTS[f].max_side for f in settings.formats)
-    widths = plan_widths(full_w, full_h, settings.widths, max_side)
-    if not widths:
-        raise LimitExceeded(
-            name, f"{full_w}x{full_h} is too narrow for its height: even 1 pixel wide, a "
-            f"variant would be over {max_side} pixels tall, the most "
-            f"{'/'.join(settings.formats)} can hold"
-        )
+    formats, notes = list(settings.formats), []
+    while True:
+        max_side = min(OUTPUTS[f].max_side for f in formats)
+        widths = plan_widths(full_w, full_h, settings.widths, max_side)
+        if widths:
+            break
+        if len(formats) == 1:
+            raise LimitExceeded(
+                name, f"{full_w}x{full_h} is too narrow for its height: even 1 pixel wide, a "
+                f"variant would be over {max_side} pixels tall, the most {formats[0]} can hold"
+            )
+        narrowest = min(formats, key=lambda f: OUTPUTS[f].max_side)
+        formats.remove(narrowest)
+        notes.append(f"no {narrowest}: at {full_w}x{full_h}, even 1 pixel wide it would be "
+                     f"over the {OUTPUTS[narrowest].max_side} pixels a side it can hold")
     cost = decode_cost(info, widths[-1], height_for(widths[-1], full_w, full_h))
     if cost > settings.max_memory:
         held = ""
@@ -88,14 +105,14 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> tuple[list[int], in
             f"header), over max_memory ({describe(settings.max_memory)}); refused before "
             "decoding"
         )
-    return widths, cost
+    return Plan(widths, formats, cost, notes)
 
 
-def _encode_all(name: str, info: Probe, exif: bytes | None,
-                settings: ImageSettings) -> list[Encoded]:
-    widths, cost = plan(name, info, settings)
+def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSettings,
+                chosen: Plan) -> list[Encoded]:
+    widths = chosen.widths
     full_w, full_h = info.displayed_width, info.displayed_height
-    with budget(settings.max_memory).reserve(cost):
+    with budget(settings.max_memory).reserve(chosen.cost):
         master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
         slug = slug_for(printable(name))
         files: list[Encoded] = []
@@ -104,7 +121,7 @@ def _encode_all(name: str, info: Probe, exif: bytes | None,
             # Resample once into memory; every encoder then reads the same pixels.
             frame = Frame(resized if resized is master else resized.copy_memory())
             image = frame.image
-            for fmt in settings.formats:
+            for fmt in chosen.formats:
                 data = encode(frame, fmt, settings, exif)
                 file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
                                  settings.hash_length)
@@ -120,18 +137,20 @@ def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Ma
     exif, left_out = metadata.build_exif(
         final, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
     )
-    files = _encode_all(name, info, exif, settings)
-    return Made(info, final, files, [*info.notes, *left_out])
+    chosen = plan(name, info, settings)
+    files = _encode_all(name, info, exif, settings, chosen)
+    return Made(info, final, files, [*info.notes, *chosen.notes, *left_out])
 
 
 def make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
     """``name``'s files from its bytes (``name`` is the source's file name or key: for the
-    slug and messages). A failure is looked at again with no other libvips work going on, so
-    that its message is this image's own (libvips has one error buffer per process)."""
+    slug and messages). A libvips failure is looked at again with no other libvips work going
+    on, so that its message is this image's own (libvips has one error buffer per process);
+    the JPEG decoder's complaints are each decode's own, and final."""
     try:
         with LIBVIPS.shared():
             return _make(data, name, settings, given)
-    except (pyvips.Error, CorruptImage):
+    except (pyvips.Error, VipsComplaint):
         pass
     with LIBVIPS.alone():
         clear_errors()

@@ -25,10 +25,11 @@ _TEXT_TAGS = {
 MAX_EXIF = 65535 - 2
 
 
-def clean_text(raw: bytes | str | None) -> str | None:
+def clean_text(raw: object) -> str | None:
     """Source EXIF text made safe: decoded (UTF-8, else each odd byte as Windows-1252),
-    control and bidi characters removed, trimmed; blank or NUL-filled values count as absent."""
-    if raw is None:
+    control and bidi characters removed, trimmed; blank or NUL-filled values count as absent,
+    as do values that are not text at all (a tag declared SHORT or RATIONAL)."""
+    if not isinstance(raw, bytes | str):
         return None
     text = decode_mixed(raw) if isinstance(raw, bytes) else raw
     return clean(text) or None
@@ -45,6 +46,7 @@ def build_exif(
     """EXIF bytes for outputs: the credits (UTF-8), optionally the source's GPS and maker
     notes; None when there is nothing to say. No Orientation: pixels are already upright.
     Also returns what had to be left out, in words."""
+    credits = Credits().merged_over(credits)  # within the segment, even if made directly
     ifd0 = {
         tag: text.encode("utf-8")
         for name, tag in _TEXT_TAGS.items()

@@ -34,16 +34,20 @@ class Outcome:
     reused: bool  # True when nothing had to be made: same bytes, same settings
 
 
-def read_source(path: Path, settings: ImageSettings) -> bytes:
+def read_source(path: Path, settings: ImageSettings, within: str | None = None) -> bytes:
     """The bytes of a source file, refusing oversized files before reading them. Opened
     before it is looked at, without blocking, so that a FIFO or device swapped in for the
-    file is refused rather than waited on."""
+    file is refused rather than waited on; and, for a file found in folder ``within``, what
+    was opened must still be inside it (a link may have been put in the file's place)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
     except OSError as error:
         raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
     with os.fdopen(fd, "rb") as handle:
+        if within is not None and not _inside(fd, path, within):
+            raise UnreadableSource(str(path), f"leads outside {within} (a link put in its "
+                                   "place after the folder was read): name it to take it")
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -53,6 +57,15 @@ def read_source(path: Path, settings: ImageSettings) -> bytes:
             return handle.read(settings.max_bytes + 1)
         except OSError as error:
             raise UnreadableSource(str(path), f"cannot read: {error.strerror}") from None
+
+
+def _inside(fd: int, path: Path, folder: str) -> bool:
+    """Is the file open on ``fd`` inside ``folder``? Asked of the kernel where it can say."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        opened = os.path.realpath(path)
+    return os.path.commonpath([folder, opened]) == folder
 
 
 def _given(credits: Credits) -> str:
@@ -145,9 +158,11 @@ def optimize_bytes(
 
 def optimize_file(
     path: Path, *, settings: Settings, stores: Stores, credits: Credits | None = None,
-    key: str | None = None,
+    key: str | None = None, within: str | None = None,
 ) -> Outcome:
-    data = read_source(path, settings.image)
+    """``optimize_bytes`` of a file; ``within``: the folder it was found in (see
+    ``read_source``)."""
+    data = read_source(path, settings.image, within)
     return optimize_bytes(
         data, key=key or local_key(path), name=str(path), settings=settings, stores=stores,
         credits=credits,

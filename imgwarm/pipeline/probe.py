@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 import pyvips
 
 from imgwarm.config import ImageSettings
-from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
+from imgwarm.exceptions import LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SourceFormat
 from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import JPEG, PNG, claimed, sniff
-from imgwarm.pipeline.vipsutil import vips_reason
+from imgwarm.pipeline.vipsutil import VipsComplaint, vips_reason
 
-_PNG_CHANNELS = {0: 1, 2: 3, 3: 4, 4: 2, 6: 4}  # by colour type; palettes expand to RGBA
+_SAMPLE_BYTES = {"uchar": 1, "ushort": 2}
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class Probe:
     icc: bytes | None  # a usable embedded profile (a damaged one is dropped: see notes)
     data: bytes  # what to decode: for JPEG, the picture's segments alone (jpeg.read_header)
     bands: int = 3  # as stored: 1 grey, 3 colour, 4 CMYK (or with alpha, for PNG)
+    alpha: bool = False  # transparency (PNG): resampled premultiplied, in floats
     adobe: bool = False  # a JPEG with an Adobe marker: CMYK is stored inverted
     exif: bytes | None = None  # the TIFF block of the JPEG's EXIF segment
     buffered: int = 0  # bytes a decoder must hold for the whole image (progressive JPEG...)
@@ -64,13 +65,9 @@ def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
 
 
-def _png_buffered(data: bytes) -> int:
-    """An interlaced PNG is decoded whole into memory; a plain one row by row."""
-    if data[12:16] != b"IHDR" or len(data) < 29 or data[28] == 0:
-        return 0
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    depth = 2 if data[24] == 16 else 1
-    return width * height * _PNG_CHANNELS.get(data[25], 4) * depth
+def _interlaced_png(data: bytes) -> bool:
+    """An interlaced (Adam7) PNG is decoded whole into memory; a plain one row by row."""
+    return data[12:16] == b"IHDR" and len(data) > 28 and data[28] != 0
 
 
 def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
@@ -86,20 +83,20 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
             "(max_bytes)"
         )
     source_format = _accepted(data, name, settings)
-    pixels, exif, buffered, adobe = data, None, 0, False
+    pixels, exif, buffered, adobe, interlaced = data, None, 0, False, False
     if source_format == "jpeg":
         jpeg = read_header(data)
         pixels, exif = jpeg.pixels, jpeg.exif
         buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
         load = pyvips.Image.jpegload_buffer
     else:
-        buffered = _png_buffered(data)
+        interlaced = _interlaced_png(data)
         load = pyvips.Image.pngload_buffer
     try:
         header = load(data, access="sequential")
     except pyvips.Error as error:
         reason = vips_reason(error, meaning=False)
-        raise CorruptImage(name, f"corrupt {source_format.upper()} header: {reason}") from None
+        raise VipsComplaint(name, f"corrupt {source_format.upper()} header: {reason}") from None
     width, height = header.width, header.height
     if width * height > settings.max_pixels:
         raise LimitExceeded(
@@ -109,6 +106,8 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     orientation = header.get("orientation") if header.get_typeof("orientation") else 1
     icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
     notes = []
+    if interlaced:
+        buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
     if icc:
         problem = profile_problem(bytes(icc), header.interpretation, header.bands, header.format)
         if problem is not None:
@@ -123,6 +122,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         icc=bytes(icc) if icc else None,
         data=pixels,
         bands=header.bands,
+        alpha=header.hasalpha(),
         adobe=adobe,
         exif=exif,
         buffered=buffered,

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 import pyvips
 
+from imgwarm.exceptions import CorruptImage
+
 # libvips says what failed; these say what it means for the user.
 _EXPLAIN = {
     "premature end of JPEG image": "truncated JPEG data",
@@ -22,6 +24,8 @@ _EXPLAIN = {
     "Unsupported JPEG data precision": "unsupported JPEG coding (only 8-bit JPEG is supported)",
     "Unsupported color conversion": "unsupported JPEG coding (its colour components)",
     "Unsupported JPEG process": "unsupported JPEG coding (lossless or hierarchical)",
+    "Unknown Adobe color transform": "unsupported JPEG coding (an unknown Adobe colour "
+    "transform: the colours cannot be known)",
     "JPEG datastream contains no image": "corrupt JPEG header (no image frame)",
     "out of order read": "internal error: out-of-order read",
     "Premature end of JPEG file": "truncated JPEG data",
@@ -53,6 +57,11 @@ def explain(detail: str) -> str:
         if needle in detail:
             return f"{meaning} ({detail})"
     return detail
+
+
+class VipsComplaint(CorruptImage):
+    """A refusal whose text comes from libvips' one error buffer: under threads it may be
+    another image's, so the image is looked at again alone (make.py)."""
 
 
 def clear_errors() -> None:

@@ -22,7 +22,7 @@ from celery.result import AsyncResult
 
 from imgwarm.config import QueueSettings, Settings, masked_url
 from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
-from imgwarm.manifest import Credits, Failure, Manifest, SourceResult, to_json
+from imgwarm.manifest import Credits, Failure, Manifest, SourceResult
 from imgwarm.store import Stores, check_source_key
 from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
 
@@ -188,8 +188,3 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
     if isinstance(record, Failure):
         return JobStatus(key, "failed", error=f"{key}: {record.failed}")
     return JobStatus(key, "unknown")
-
-
-def describe(status: JobStatus) -> str:
-    """A JSON line of a status (for ``imgwarm status --json``)."""
-    return to_json(status.to_object())

@@ -294,3 +294,19 @@ def test_given_text_that_cannot_be_stored_is_a_usage_error(
     assert result.exit_code == 2
     assert said in result.stderr
     assert all_files(Path("var")) == []
+
+
+def test_an_output_that_is_not_utf8_gets_escapes_not_a_crash(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "Кіт.jpg").write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    env["PYTHONIOENCODING"] = "latin-1"
+    done = subprocess.run([str(exe), "optimize", "--json", str(folder)], cwd=tmp_path,
+                          capture_output=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.decode("ascii"))["source"].endswith("Кіт.jpg")
+    human = subprocess.run([str(exe), "optimize", str(folder)], cwd=tmp_path,
+                           capture_output=True, env=env, check=False)
+    assert human.returncode == 0 and b"\\u041a\\u0456\\u0442.jpg" in human.stdout

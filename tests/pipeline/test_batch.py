@@ -59,7 +59,8 @@ def test_collect_sources(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"")
     found = collect_sources([str(tmp_path / "a"), str(tmp_path / "named.txt"),
                              str(tmp_path / "a" / "x.JPG")])
-    assert [p.relative_to(tmp_path).as_posix() for p in found] == [
+    paths = [p if isinstance(p, Path) else p.path for p in found]
+    assert [p.relative_to(tmp_path).as_posix() for p in paths] == [
         "a/x.JPG", "a/b/y.png", "named.txt"]
 
 
@@ -120,3 +121,31 @@ def test_a_file_named_directly_is_taken_through_its_link(settings: Settings,
     link.symlink_to(target)
     (result,) = run_batch(collect_sources([str(link)]), settings)
     assert result.ok, result.error
+
+
+def test_a_file_swapped_for_a_link_after_the_scan_is_not_read(settings: Settings,
+                                                              tmp_path: Path) -> None:
+    folder, secret = tmp_path / "uploads", tmp_path / "private.jpg"
+    folder.mkdir()
+    (folder / "a.jpg").write_bytes(bytes(photo(300, 200, seed=1).jpegsave_buffer()))
+    secret.write_bytes(bytes(photo(300, 200, seed=2).jpegsave_buffer()))
+    found = collect_sources([str(folder)])
+    (folder / "a.jpg").unlink()
+    (folder / "a.jpg").symlink_to(secret)  # between the scan and the read
+    (result,) = run_batch(found, settings)
+    assert result.error is not None and "leads outside" in result.error
+    assert all_files(settings.store.origin_root) == []
+
+
+def test_a_named_file_is_taken_though_a_refused_link_to_it_came_first(
+    settings: Settings, tmp_path: Path
+) -> None:
+    (tmp_path / "up").mkdir()
+    (tmp_path / "other").mkdir()
+    named = tmp_path / "other" / "photo.jpg"
+    named.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
+    (tmp_path / "up" / "evil.jpg").symlink_to(named)
+    results = {Path(r.source).name: r for r in
+               run_batch(collect_sources([str(tmp_path / "up"), str(named)]), settings)}
+    assert "symlink leads outside" in (results["evil.jpg"].error or "")
+    assert results["photo.jpg"].ok

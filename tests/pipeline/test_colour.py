@@ -102,3 +102,15 @@ def test_a_cmyk_file_with_a_damaged_profile_uses_the_builtin_one(settings: Setti
     assert manifest.warnings and "not used" in manifest.warnings[0]
     expected = pillow_reference(bytes(cmyk.jpegsave_buffer(Q=92, keep="none")))
     assert mean_delta_e(decoded(settings, manifest), expected) < MAX_MEAN_DELTA_E
+
+
+def test_profiles_are_remembered_by_their_hash_not_kept(settings: Settings) -> None:
+    """A worker sees thousands of profiles: what it learnt of each must not keep it alive."""
+    from imgwarm.pipeline.colour import _VERDICTS
+
+    plain = bytes(saturated(64, 48).jpegsave_buffer(keep="none"))
+    for i in range(5):
+        junk = damaged_profile("pcs") + bytes([i]) * 200_000  # each one different and large
+        run(with_icc(plain, junk), f"p{i}.jpg", settings)
+    parts = [part for key in _VERDICTS.found for part in key]
+    assert parts and all(not isinstance(p, bytes) or len(p) == 32 for p in parts)

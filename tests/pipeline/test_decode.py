@@ -8,7 +8,7 @@ import pytest
 import pyvips
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import CorruptImage
+from imgwarm.exceptions import CorruptImage, LimitExceeded
 from imgwarm.pipeline.decode import jpeg_shrink
 from tests.conftest import all_files
 from tests.hostile import (
@@ -173,3 +173,29 @@ def test_strips_are_made(settings: Settings, size: tuple[int, int]) -> None:
         assert (image.width, image.height) == (variant.width, variant.height)
         assert max(image.width, image.height) <= 16383
         assert abs(image.avg() - (90 + 140 + 200) / 3) < 2
+
+
+def test_a_strip_no_webp_can_hold_is_made_in_jpeg_only(settings: Settings) -> None:
+    manifest = run(strip(1, 17000), "strip.jpg", settings)
+    assert [(v.format, v.width, v.height) for v in manifest.variants] == [("jpeg", 1, 17000)]
+    assert manifest.warnings == ["no webp: at 1x17000, even 1 pixel wide it would be over the "
+                                 "16383 pixels a side it can hold"]
+    with pytest.raises(LimitExceeded, match="too narrow for its height"):
+        run(strip(1, 17000), "strip.jpg", settings.updated(formats="webp"))
+
+
+def test_an_unknown_jfif_version_changes_nothing(settings: Settings) -> None:
+    clean = restart_jpeg(240, 160)
+    jfif = segment(0xE0, b"JFIF\x00\x02\x01\x00\x00\x01\x00\x01\x00\x00")
+    newer = clean[:2] + jfif + clean[2:]
+    assert "JFIF revision" in strict_reason(newer)
+    made = run(newer, "v2.jpg", settings)
+    assert [v.bytes for v in made.variants] == [
+        v.bytes for v in run(clean, "clean.jpg", settings).variants]
+
+
+def test_an_unknown_adobe_transform_is_refused_for_its_colours(settings: Settings) -> None:
+    clean = restart_jpeg(240, 160)
+    adobe = segment(0xEE, b"Adobe\x00\x64\x00\x00\x00\x00\x07")  # transform 7: no such one
+    with pytest.raises(CorruptImage, match=r"unsupported JPEG coding \(an unknown Adobe colour"):
+        run(clean[:2] + adobe + clean[2:], "adobe.jpg", settings)

@@ -14,7 +14,9 @@ from imgwarm.pipeline.jpeg import read_header
 from tests.hostile import (
     exif_count_bomb,
     exif_overlap_bomb,
+    exif_pointer_bomb,
     exif_text,
+    exif_text_of_type,
     ifd_end,
     plain_jpeg,
     tiff,
@@ -40,6 +42,19 @@ def test_a_huge_count_costs_nothing(count: int, kind: int) -> None:
     block = read_header(exif_count_bomb(count, kind)).exif
     assert block is not None and not bounded(block)
     assert peak_bytes(lambda: read_exif(block)) < 50 * len(block) + 64 * 1024
+
+
+@pytest.mark.parametrize("pointer_type", [1, 3, 4, 6, 8, 9])
+def test_an_ifd_pointer_of_any_integer_type_is_followed_and_checked(pointer_type: int) -> None:
+    block = read_header(exif_pointer_bomb(pointer_type, count=1 << 24)).exif
+    assert block is not None and len(block) == 44 and not bounded(block)
+    assert peak_bytes(lambda: read_exif(block)) < 64 * 1024
+
+
+@pytest.mark.parametrize("kind", [3, 4, 5, 8, 9, 10])
+def test_text_tags_of_another_type_read_as_absent(settings: Settings, kind: int) -> None:
+    manifest = run(exif_text_of_type(kind), "typed.jpg", settings)
+    assert (manifest.description, manifest.artist) == (None, None)
 
 
 def test_overlapping_entries_are_not_read_again_and_again() -> None:

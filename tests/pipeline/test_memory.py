@@ -53,7 +53,7 @@ def test_a_decode_above_the_budget_alone_is_refused_on_the_header(settings: Sett
         run(cut, "big.jpg", tight)
     assert all_files(settings.store.origin_root) == []
     baseline = bytes(photo(4000, 4000).jpegsave_buffer(Q=60, keep="none"))
-    assert run(baseline, "baseline.jpg", tight).variants  # read row by row: it fits
+    assert run(baseline, "baseline.jpg", tight).variants  # decoded at 1/8: it fits
 
 
 def test_an_interlaced_png_above_the_budget_is_refused_saying_why(settings: Settings) -> None:
@@ -207,3 +207,97 @@ def test_the_sum_of_running_decodes_stays_under_max_memory(
     assert (idle_status, bounded_status, free_status) == (0, 0, 0)
     assert bounded - idle <= budget
     assert free - idle > budget
+
+
+def test_a_waiting_reservation_takes_units_as_they_come_free(tmp_path: Path) -> None:
+    """C needs 40 of 64 units while A holds 10 and B 50: it must start once B ends, though
+    A still holds its 10 (not wait for one particular holder)."""
+    budget = MemoryBudget(64 * UNIT, tmp_path / "budget")
+    a_may_end, b_may_end, c_started = threading.Event(), threading.Event(), threading.Event()
+    a_held, b_held = threading.Event(), threading.Event()
+
+    def hold(amount: int, held: threading.Event | None, until: threading.Event | None) -> None:
+        with budget.reserve(amount * UNIT):
+            if held is not None:
+                held.set()
+            if until is not None:
+                assert until.wait(30)
+            else:
+                c_started.set()
+
+    a = threading.Thread(target=hold, args=(10, a_held, a_may_end))
+    b = threading.Thread(target=hold, args=(50, b_held, b_may_end))
+    a.start()
+    assert a_held.wait(30)
+    b.start()
+    assert b_held.wait(30)
+    c = threading.Thread(target=hold, args=(40, None, None))
+    c.start()
+    assert not c_started.wait(0.3)  # 4 units free: C waits
+    b_may_end.set()
+    assert c_started.wait(30)  # B's 50 came free; A still holds 10
+    a_may_end.set()
+    for thread in (a, b, c):
+        thread.join(30)
+
+
+def test_the_budget_is_never_in_someone_elses_folder(tmp_path: Path) -> None:
+    """Anyone who could lock the budget's file could hang imgwarm: the folder must be this
+    user's alone, else the budget is kept per process, with a warning."""
+    from imgwarm.pipeline.budget import private_file
+
+    mine = private_file(tmp_path / "mine", "memory")
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o700 and mine.name == "memory"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    theirs.chmod(0o777)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "mine")
+    for folder in (theirs, link):
+        with pytest.raises(Exception, match="not a folder of this user's alone"):
+            private_file(folder, "memory")
+    (tmp_path / "mine" / "other").symlink_to("/etc/passwd")
+    with pytest.warns(RuntimeWarning, match="kept per process"):
+        fallback = MemoryBudget(64 * UNIT, tmp_path / "mine" / "other")  # a planted link
+    with fallback.reserve(10 * UNIT):
+        pass  # still works, within the process
+
+
+def _flat_pattern(side: int, bands: int) -> pyvips.Image:
+    """Large but well compressed: memory counts, not file size."""
+    x = pyvips.Image.xyz(side, side)
+    planes = [x[0] // 97 % 256, x[1] // 89 % 256, (x[0] + x[1]) // 101 % 256, x[0] // 53 % 256]
+    picture = planes[0].bandjoin(planes[1:bands]).cast("uchar")
+    return picture.copy(interpretation="srgb" if bands >= 3 else "b-w")
+
+
+ESTIMATED = {
+    "rgba": lambda: bytes(_flat_pattern(6000, 4).pngsave_buffer(compression=9)),
+    "rgba-interlaced": lambda: bytes(_flat_pattern(6000, 4).pngsave_buffer(interlace=True)),
+    "grey-alpha": lambda: bytes(_flat_pattern(6000, 2).pngsave_buffer(compression=9)),
+    "progressive-cmyk": lambda: progressive_cmyk(4000, 4000),
+    "baseline-rgb": lambda: bytes(_flat_pattern(8000, 3).jpegsave_buffer(Q=80)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ESTIMATED))
+def test_the_estimate_is_never_below_what_a_run_takes(kind: str, tmp_path: Path) -> None:
+    from imgwarm.pipeline.make import plan
+
+    suffix = "jpg" if kind in ("progressive-cmyk", "baseline-rgb") else "png"
+    source = tmp_path / f"{kind}.{suffix}"
+    source.write_bytes(ESTIMATED[kind]())
+    tiny = tmp_path / "tiny.jpg"
+    tiny.write_bytes(plain_jpeg())
+    settings = load_settings()
+    estimate = plan(str(source), probe(source.read_bytes(), str(source), settings.image),
+                    settings.image).cost
+
+    def peak(path: Path) -> int:
+        out = tmp_path / f"out-{path.stem}"
+        code, found = peak_rss(["optimize", "--workers", "1", "--origin-root", str(out / "o"),
+                                "--manifest-root", str(out / "m"), str(path)], tmp_path)
+        assert code == 0
+        return found
+
+    assert peak(source) - peak(tiny) <= estimate

@@ -191,3 +191,20 @@ def test_maker_notes_that_do_not_fit_beside_the_text_are_left_out_with_a_warning
     assert manifest.warnings == [
         "the source's maker notes left out: no room beside the text in EXIF"]
     assert data  # the plain helper still works
+
+
+def test_the_text_capacity_is_what_piexif_leaves_in_one_segment() -> None:
+    from imgwarm.manifest import TEXT_CAPACITY
+    from imgwarm.pipeline.metadata import MAX_EXIF
+
+    tags = (piexif.ImageIFD.ImageDescription, piexif.ImageIFD.Copyright, piexif.ImageIFD.Artist)
+    structure = len(piexif.dump({"0th": {tag: b"abcde" for tag in tags}})) - 15
+    assert MAX_EXIF - structure == TEXT_CAPACITY
+
+
+def test_credits_made_directly_are_trimmed_to_fit() -> None:
+    from imgwarm.pipeline.metadata import MAX_EXIF, build_exif
+
+    data, notes = build_exif(Credits(description="Ж" * 40_000, artist="a" * 10_000), None,
+                             keep_gps=False, keep_maker_notes=False)
+    assert data is not None and len(data) <= MAX_EXIF and notes == []
