@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install imgwarm (in .venv) and optimize a folder of photos on the embedded default:
-# variants in ./var/origin, manifests in ./var/manifest; no Redis, no S3.
+# Install imgwarm (in .venv), optimize a folder of photos on the embedded default (variants in
+# ./var/origin, manifests in ./var/manifest; no Redis, no S3), then warm the cache tiers from
+# them (every variant in ./var/cache/nvme, the thumbnails in RAM at /dev/shm/imgwarm-ram).
 #   ./quickstart.sh             sample photos that imgwarm synthesizes itself
 #   ./quickstart.sh ~/Pictures  your own photos (the folder is searched recursively)
 set -euo pipefail
@@ -22,6 +23,10 @@ fi
 status=0
 .venv/bin/imgwarm optimize "$source_dir" || status=$?
 echo
-echo "Variants are in $(pwd)/var/origin (the path under it is the URL path)."
+echo "Warming the cache tiers:"
+.venv/bin/imgwarm warm || status=$?
+echo
+echo "Variants are in $(pwd)/var/origin (the path under it is the URL path); the cache tiers"
+echo "in $(pwd)/var/cache/nvme and /dev/shm/imgwarm-ram (RAM)."
 echo "See one manifest:  .venv/bin/imgwarm show <source file>      All options: .venv/bin/imgwarm --help"
 exit $status

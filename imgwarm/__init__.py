@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from imgwarm.cache.warm import WarmReport
     from imgwarm.config import Settings, load_settings
     from imgwarm.exceptions import ImgwarmError, SourceError
     from imgwarm.manifest import Credits, Manifest, Variant
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
-    "enqueue", "load_settings", "optimize",
+    "enqueue", "load_settings", "optimize", "warm",
 ]
 _WHERE = {
     "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
@@ -81,6 +82,28 @@ def optimize(
         key=key,
     )
     return outcome.manifest
+
+
+def warm(
+    *,
+    settings: Settings | None = None,
+    access_logs: list[str] | None = None,
+    hot_list: str | Path | None = None,
+    full: bool = False,
+    dry_run: bool = False,
+    **options: Any,
+) -> WarmReport:
+    """Fill the cache tiers from the origin once (what ``imgwarm warm`` does) and return
+    what was done. ``options`` are settings by name (``ram_budget="2G"``...)."""
+    from imgwarm.cache.warm import warm as run
+    from imgwarm.config import load_settings
+
+    if settings is None:
+        settings = load_settings(**options)
+    elif options:
+        settings = settings.updated(**options)
+    return run(settings, access_logs=access_logs, full=full, dry_run=dry_run,
+               hot_list=Path(hot_list) if hot_list is not None else None)
 
 
 def enqueue(

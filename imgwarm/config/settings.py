@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from imgwarm.config.cache import CacheSettings
 from imgwarm.config.image import ImageSettings
 from imgwarm.config.marks import Affects, marked
 from imgwarm.config.queue import QueueSettings
@@ -29,6 +30,7 @@ ENV_PREFIX = "IMGWARM_"
 DEFAULT_CONFIG_FILE = Path("imgwarm.toml")
 GROUPS: dict[str, type[BaseModel]] = {
     "image": ImageSettings, "store": StoreSettings, "queue": QueueSettings,
+    "cache": CacheSettings,
 }
 
 
@@ -92,11 +94,12 @@ class Settings(BaseSettings):
     image: ImageSettings = ImageSettings()
     store: StoreSettings = StoreSettings()
     queue: QueueSettings = QueueSettings()
+    cache: CacheSettings = CacheSettings()
 
     @model_validator(mode="after")
     def _shards_fit_the_hash(self) -> Settings:
         # Shard folders come from the hash in the file name, so anyone can check them.
-        bits = (self.store.max_dir_entries.bit_length() - 1) * self.store.shard_levels
+        bits = ((self.store.max_dir_entries - 1).bit_length() - 1) * self.store.shard_levels
         if bits > 4 * self.image.hash_length:
             raise ValueError(
                 f"shard_levels={self.store.shard_levels} with max_dir_entries="

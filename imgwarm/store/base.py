@@ -7,6 +7,7 @@ even when the writer is killed. ``tests/store/test_contract.py`` holds every Sto
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Protocol
 
@@ -42,4 +43,9 @@ class Store(Protocol):
 
     def delete(self, key: Key) -> None:
         """Remove the file; nothing when there is none."""
+        ...
+
+    def files(self, under: str = "") -> Iterator[PurePosixPath]:
+        """Every file's key below the folder (or prefix) ``under``, in no set order; never a
+        temporary file. A full listing: for a full reconciliation, not for every run."""
         ...

@@ -22,6 +22,8 @@ _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def _bad_char(text: str) -> bool:
+    if text.isascii():  # the usual key: only C0 controls, DEL and backslashes to look for
+        return not text.isprintable() or "\\" in text
     return "\\" in text or any(unicodedata.category(c) in _BAD_CATEGORIES for c in text)
 
 
@@ -32,7 +34,9 @@ class Layout:
 
     @property
     def bits(self) -> int:
-        return self.max_entries.bit_length() - 1
+        """Bits of hash a level: the most whose folders leave a root room for a file of its
+        own beside them (a tier's identity, the journal): 7 for 255 entries."""
+        return (self.max_entries - 1).bit_length() - 1
 
     @property
     def leaves(self) -> int:

@@ -10,18 +10,44 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 import time
 import uuid
-from pathlib import Path
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
 
 from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
 from imgwarm.store.base import Key, ObjectTooLarge
-from imgwarm.store.layout import join_under
+from imgwarm.store.layout import join_under, safe_relative
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
+WALK_THREADS = 8
+CHECKED_FOLDERS = 65536  # folders remembered as inside the root (then checked again)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment, in every
+    thread); when unknown, assume the strictest so that permissions are always set."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o777
+
+
+_UMASK = _umask()  # a file made 0o644 comes out 0o644 unless the umask takes bits away
+
+
+def _temporary(name: str) -> bool:
+    return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
 def _write_error(target: Path, error: OSError) -> StorageError:
@@ -38,27 +64,63 @@ class LocalStore:
         self.max_entries = max_entries
         self.fsync = fsync
         self._tmpfile = hasattr(os, "O_TMPFILE") and Path("/proc/self/fd").is_dir()
+        self._checked: set[PurePosixPath] = set()
 
     def path(self, key: Key) -> Path:
-        return join_under(self.root, key)
+        """The file of a key, inside the root: refused when a folder on the way is a symlink
+        that leads out (see ``read`` for the file itself)."""
+        relative = safe_relative(key)
+        self._check_folders(relative.parent)
+        return self.root / relative
+
+    def _check_folders(self, folder: PurePosixPath) -> None:
+        """Resolving every folder of a path is most of the cost of a small file's write, so
+        folders found inside are remembered (bounded) and only the new part of a path is
+        looked at: one lstat a level, a full resolution only where a symlink is met."""
+        todo = []
+        while folder not in self._checked and folder.name:
+            todo.append(folder)
+            folder = folder.parent
+        if len(self._checked) + len(todo) > CHECKED_FOLDERS:
+            self._checked.clear()
+        for step in reversed(todo):
+            try:
+                mode = os.lstat(self.root / step).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return  # the rest does not exist: mkdir makes it, as folders
+            if stat.S_ISLNK(mode):
+                join_under(self.root, step)  # LayoutError when it leads out
+            self._checked.add(step)
 
     def exists(self, key: Key) -> bool:
         return self.path(key).is_file()
 
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
+        """The bytes of a regular file; None when there is none. The file itself is opened
+        without following a symlink; one found there is resolved, and refused if it leads out."""
         path = self.path(key)
-        if not path.is_file():  # not a folder, FIFO or device
-            return None
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
         try:
-            with path.open("rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if limit is not None and size > limit:
-                    raise ObjectTooLarge(size)
-                return handle.read()
-        except (FileNotFoundError, IsADirectoryError):
+            try:
+                fd = os.open(path, flags | os.O_NOFOLLOW)
+            except OSError as error:
+                if error.errno != errno.ELOOP:
+                    raise
+                fd = os.open(join_under(self.root, key), flags)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except OSError as error:
-            raise StorageError(f"cannot read {self.path(key)}: {error.strerror}") from None
+            raise StorageError(f"cannot read {path}: {error.strerror}") from None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # not a folder, FIFO or device
+                return None
+            if limit is not None and info.st_size > limit:
+                raise ObjectTooLarge(info.st_size)
+            try:
+                return handle.read()
+            except OSError as error:
+                raise StorageError(f"cannot read {path}: {error.strerror}") from None
 
     def describe(self, key: Key) -> str:
         return str(self.path(key))
@@ -70,10 +132,11 @@ class LocalStore:
         if not replace and target.is_file():
             return False
         try:
-            if not target.parent.is_dir():
-                target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists():
-                self._check_room(target.parent)
+            if not (replace and target.exists()):  # replacing adds no entry to the folder
+                try:
+                    self._check_room(target.parent)
+                except FileNotFoundError:  # a new folder: empty
+                    target.parent.mkdir(parents=True, exist_ok=True)
             fd = self._unnamed(target.parent)
             temp = None
             if fd is None:
@@ -88,7 +151,8 @@ class LocalStore:
                 handle.flush()
                 if self.fsync:
                     os.fsync(handle.fileno())
-                os.fchmod(handle.fileno(), 0o644)  # nginx workers must read it
+                if temp is not None or _UMASK & 0o644:  # nginx workers must read it
+                    os.fchmod(handle.fileno(), 0o644)
                 if temp is None:
                     return self._link(handle.fileno(), target, replace)
             os.replace(temp, target)
@@ -140,6 +204,40 @@ class LocalStore:
     def delete(self, key: Key) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(key).unlink()
+
+    def files(self, under: str = "") -> Iterator[PurePosixPath]:
+        """Every file under ``under`` (temp files aside), in sorted order. The top folders are
+        walked WALK_THREADS at a time: on a cold disk each folder read is a wait."""
+        top = self.path(under) if under else self.root
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        prefix = os.path.relpath(top, self.root)
+        prefix = "" if prefix == "." else prefix + "/"
+        folders = []
+        for entry in entries:
+            if entry.is_dir():  # as os.walk: a link to a folder is not followed, nor listed
+                if not entry.is_symlink():
+                    folders.append(entry.path)
+            elif not _temporary(entry.name):
+                yield PurePosixPath(prefix + entry.name)
+        with ThreadPoolExecutor(WALK_THREADS) as pool:
+            pending: deque[Future[list[str]]] = deque()
+            for folder in folders:
+                pending.append(pool.submit(self._walked, folder))
+                if len(pending) >= 2 * WALK_THREADS:
+                    yield from map(PurePosixPath, pending.popleft().result())
+            while pending:
+                yield from map(PurePosixPath, pending.popleft().result())
+
+    def _walked(self, top: str) -> list[str]:
+        found: list[str] = []
+        for folder, dirs, files in os.walk(top):  # links are not followed out of the root
+            relative = os.path.relpath(folder, self.root)
+            dirs.sort()
+            found.extend(f"{relative}/{name}" for name in sorted(files) if not _temporary(name))
+        return found
 
     def _check_room(self, folder: Path) -> None:
         """Refuse to grow a folder past the entry limit (the temp file counts as the +1).

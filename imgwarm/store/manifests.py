@@ -1,22 +1,30 @@
 """The manifest store: one JSON record per source key (its manifest, or why it failed), kept in
-any Store, sharded like the variants."""
+any Store, sharded like the variants, with a journal of what changed (``changes.py``)."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.manifest import Manifest, Record, parse_record
 from imgwarm.store.base import Store
+from imgwarm.store.changes import FOLDER, ChangeLog
 from imgwarm.store.layout import Layout
+
+LISTING_THREADS = 16
+LISTING_CHUNK = 1024
 
 
 class ManifestStore:
     """Records by source key. A key is any string: it is hashed for its place."""
 
-    def __init__(self, store: Store, layout: Layout) -> None:
+    def __init__(self, store: Store, layout: Layout, changes: ChangeLog | None = None) -> None:
         self.store = store
         self.layout = layout
+        self.changes = changes
 
     def key_path(self, key: str) -> PurePosixPath:
         # surrogateescape: a file name that is not UTF-8 is still a key
@@ -36,5 +44,23 @@ class ManifestStore:
         return found if isinstance(found, Manifest) else None
 
     def put(self, record: Record) -> None:
-        """Store it, replacing the key's previous manifest or failure."""
+        """Store it, replacing the key's previous manifest or failure, and say so in the
+        journal (after: a reader that sees the entry finds the record)."""
         self.store.write(self.key_path(record.key), record.to_json().encode(), replace=True)
+        if self.changes is not None:
+            self.changes.record(record.key)
+
+    def everything(self) -> Iterator[Record]:
+        """Every record: a full listing (a first ``warm``, ``--full``), not for every run.
+        Read LISTING_THREADS at a time: each read is a wait on a disk or the network."""
+        paths = (p for p in self.store.files()
+                 if p.parts[0] != FOLDER and p.suffix == ".json")
+        with ThreadPoolExecutor(LISTING_THREADS) as pool:
+            while chunk := list(itertools.islice(paths, LISTING_CHUNK)):
+                for found in pool.map(self._parsed, chunk):
+                    if found is not None:
+                        yield found
+
+    def _parsed(self, path: PurePosixPath) -> Record | None:
+        raw = self.store.read(path)
+        return parse_record(raw) if raw is not None else None

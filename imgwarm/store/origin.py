@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from imgwarm.config import StoreSettings
 from imgwarm.exceptions import LayoutError, UnreadableSource, too_large
 from imgwarm.store.base import ObjectTooLarge, Store
+from imgwarm.store.changes import LocalChangeLog
 from imgwarm.store.layout import Layout, safe_relative
 from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore
@@ -38,10 +39,12 @@ class Stores:
         manifests = LocalStore(
             settings.manifest_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
         )
-        return cls(origin, ManifestStore(manifests, layout), layout)
+        journal = LocalChangeLog(settings.manifest_root)
+        return cls(origin, ManifestStore(manifests, layout, journal), layout)
 
     @classmethod
     def s3(cls, settings: StoreSettings) -> Stores:
+        from imgwarm.store.changes import S3ChangeLog
         from imgwarm.store.s3 import NO_CACHE, S3Store, make_client  # boto3 only when used
 
         assert settings.s3_bucket is not None  # StoreSettings refuses s3 without one
@@ -50,7 +53,7 @@ class Stores:
         origin = S3Store(client, settings.s3_bucket, settings.s3_prefix)
         manifests = S3Store(client, settings.s3_bucket,
                             settings.s3_prefix + S3_MANIFEST_FOLDER, cache_control=NO_CACHE)
-        return cls(origin, ManifestStore(manifests, layout), layout)
+        return cls(origin, ManifestStore(manifests, layout, S3ChangeLog(manifests)), layout)
 
     @classmethod
     def for_settings(cls, settings: StoreSettings) -> Stores:

@@ -8,7 +8,7 @@ else (no such bucket, access denied) is a StorageError.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
@@ -48,6 +48,7 @@ def make_client(settings: StoreSettings) -> S3Client:
     config = Config(
         retries={"mode": "standard", "max_attempts": 3},
         connect_timeout=settings.s3_timeout,
+        max_pool_connections=32,  # the parallel copies of warm, the journal's reads
         read_timeout=settings.s3_timeout,
         region_name=settings.s3_region,
     )
@@ -102,7 +103,7 @@ class S3Store:
             raise self._fail(action, key, error) from None
 
     def _fail(self, action: str, key: Key, error: Exception) -> StorageError:
-        where = self.describe(key)
+        where = f"s3://{self.bucket}/{self.prefix}{key}"  # as given: it may be what is wrong
         if isinstance(error, ClientError):
             code, status = _code(error), _status(error)
             transient = status >= 500 or status == 429 or code in _TRANSIENT_CODES
@@ -151,3 +152,14 @@ class S3Store:
     def delete(self, key: Key) -> None:
         self._call("delete", key, lambda: self.client.delete_object(
             Bucket=self.bucket, Key=self.object_key(key)))
+
+    def files(self, under: str = "") -> Iterator[PurePosixPath]:
+        prefix = self.object_key(under) + "/" if under else self.prefix
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix)
+        try:
+            for page in pages:
+                for found in page.get("Contents", []):
+                    yield PurePosixPath(found["Key"][len(self.prefix):])
+        except (ClientError, BotoCoreError) as error:
+            raise self._fail("list", under or "*", error) from None

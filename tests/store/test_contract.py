@@ -1,5 +1,6 @@
 """The Store contract: what every implementation promises (store/base.py), checked against each
-of them: the local folder and S3 over moto's real HTTP server. The cache tiers join here.
+of them: the local folder, S3 over moto's real HTTP server, and the cache tiers (RAM on a
+tmpfs mounted for the test, NVMe on disk).
 
 A new Store adds a ``Kind`` to KINDS: how to make one, and how to kill a writer of it in the
 middle of a write.
@@ -73,12 +74,43 @@ def _s3(s3_server: Any) -> Kind:
     return Kind("s3", lambda: S3Store(make_client(settings.store), bucket, "p/"), killer, bucket)
 
 
-@pytest.fixture(params=["local", "s3"])
+def _tier(tmp_path: Path, name: str) -> Iterator[Kind]:
+    from imgwarm.cache.tiers import Tier
+    from tests.cache.conftest import mounted_tmpfs
+
+    def kind(root: Path) -> Kind:
+        killer = (
+            "import os, signal, sys\n"
+            "from pathlib import Path\n"
+            "from imgwarm.cache.tiers import Tier\n"
+            "from imgwarm.store import local\n"
+            "real = local.os.fdopen\n"
+            "def dying(fd, mode):  # data written, the writer dies before the name is linked\n"
+            "    handle = real(fd, mode)\n"
+            "    handle.flush = lambda: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "    return handle\n"
+            "local.os.fdopen = dying\n"
+            f"Tier({name!r}, Path(sys.argv[1]), max_entries=20).write({KEY!r}, "
+            "b'x' * int(sys.argv[2]))\n"
+        )
+        return Kind(f"{name}-tier", lambda: Tier(name, root, max_entries=20), killer,
+                    str(root))
+
+    if name == "ram":
+        with mounted_tmpfs(tmp_path / "tmpfs", "16m") as root:
+            yield kind(root)
+    else:
+        yield kind(tmp_path / "nvme")
+
+
+@pytest.fixture(params=["local", "s3", "ram-tier", "nvme-tier"])
 def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kind]:
     if request.param == "local":
         yield _local(tmp_path)
-    else:
+    elif request.param == "s3":
         yield _s3(request.getfixturevalue("s3_server"))
+    else:
+        yield from _tier(tmp_path, request.param.split("-")[0])
 
 
 def test_write_exists_read(kind: Kind) -> None:
@@ -134,7 +166,7 @@ def test_a_writer_killed_mid_write_leaves_nothing(kind: Kind) -> None:
     assert found is None  # here: killed before the data was all there
 
 
-FOLDER_KINDS = ["local"]  # file systems (S3 has no folders: its prefixes are not limited)
+FOLDER_KINDS = ["local", "ram-tier", "nvme-tier"]  # file systems (S3 has no folders)
 
 
 @pytest.mark.parametrize("kind", FOLDER_KINDS, indirect=True)
@@ -145,3 +177,13 @@ def test_a_folder_holds_at_most_max_entries(kind: Kind) -> None:
     with pytest.raises(LayoutError, match="already holds 20 entries"):
         store.write("full/20.webp", b"x")
     assert store.write("full/3.webp", b"y") is False  # an existing one is still fine
+
+
+def test_files_lists_every_file_and_no_temporary_one(kind: Kind) -> None:
+    store = kind.make()
+    keys = {"a/b/one.webp", "a/c/two.webp", "three.jpg"}
+    for key in keys:
+        store.write(key, b"x")
+    assert {str(k) for k in store.files()} >= keys
+    assert {str(k) for k in store.files("a")} == {"a/b/one.webp", "a/c/two.webp"}
+    assert not any(".tmp-" in str(k) for k in store.files())

@@ -108,3 +108,40 @@ def test_symlink_out_of_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LayoutError, match="outside"):
         join_under(root, "link/file.webp")
     assert join_under(root, "a/b.webp") == root / "a" / "b.webp"
+
+
+def test_a_store_refuses_links_that_lead_out_at_any_depth(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "a" / "b").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.webp").write_bytes(b"secret")
+    store = LocalStore(root, fsync=False)
+    assert store.write("a/b/ok.webp", b"fine")  # the folders are now known to be inside
+    (root / "a" / "c").symlink_to(outside)  # a folder that leads out, beside a known one
+    (root / "a" / "b" / "leak.webp").symlink_to(outside / "secret.webp")  # a file that does
+    (root / "a" / "b" / "alias.webp").symlink_to(root / "a" / "b" / "ok.webp")  # one stays in
+    with pytest.raises(LayoutError, match="outside"):
+        store.write("a/c/x.webp", b"x")
+    with pytest.raises(LayoutError, match="outside"):
+        store.read("a/b/leak.webp")
+    assert store.read("a/b/alias.webp") == b"fine"
+    assert store.read("a/b/ok.webp") == b"fine"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.webp"]
+
+
+def test_files_lists_every_file_in_order_and_no_temporary_or_linked_folder(
+        tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    store = LocalStore(root, fsync=False)
+    keys = [f"{a:02x}/{b:02x}/f{a}{b}.webp" for a in range(20) for b in range(3)]
+    for key in reversed(keys):
+        store.write(key, b"x")
+    store.write("top.json", b"{}")
+    (root / "00" / ".tmp-abc.part").write_bytes(b"partial")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "not-ours.webp").write_bytes(b"x")
+    (root / "zz").symlink_to(elsewhere)
+    listed = [str(p) for p in store.files()]
+    assert listed == ["top.json", *sorted(keys)]
+    assert [str(p) for p in store.files("03")] == sorted(k for k in keys if k.startswith("03/"))

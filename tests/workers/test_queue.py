@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from imgwarm.manifest import Failure, Manifest
+from imgwarm.store.changes import FOLDER as JOURNAL
 from imgwarm.store.local import TEMP_PREFIX
 from imgwarm.store.origin import S3_MANIFEST_FOLDER
 from imgwarm.workers.client import enqueue_all
@@ -184,13 +185,20 @@ def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
     assert broker.llen("imgwarm") == 0 and broker.hlen("unacked") == 0
     if queue.s3 is not None:
         stored = queue.s3.keys(queue.bucket, S3_MANIFEST_FOLDER)
-        records = [Manifest.model_validate_json(queue.s3.client.get_object(
-            Bucket=queue.bucket, Key=k)["Body"].read()) for k in stored]
+        bodies = {k: queue.s3.client.get_object(Bucket=queue.bucket, Key=k)["Body"].read()
+                  for k in stored}
+        journal = S3_MANIFEST_FOLDER + JOURNAL + "/"
+        records = [Manifest.model_validate_json(b) for k, b in bodies.items()
+                   if not k.startswith(journal)]
+        changed = {json.loads(b)["key"] for k, b in bodies.items() if k.startswith(journal)}
         check_s3_outputs(queue.s3, queue.bucket, manifests, originals="batch/")
         assert [p.name for p in queue.workdir.rglob("*")] == ["worker.log"]  # nothing on disk
     else:
         root = queue.workdir / "manifest"
-        records = [Manifest.model_validate_json(p.read_bytes()) for p in all_files(root)]
+        records = [Manifest.model_validate_json(p.read_bytes()) for p in all_files(root)
+                   if p.relative_to(root).parts[0] != JOURNAL]
+        changed = {json.loads(line)["key"] for p in all_files(root / JOURNAL)
+                   for line in p.read_text().splitlines()}
         origin = queue.workdir / "origin"
         variants = {str(p.relative_to(origin)) for p in all_files(origin)
                     if p.relative_to(origin).parts[0] != "batch"}
@@ -198,6 +206,7 @@ def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
         leftovers = [p for p in queue.workdir.rglob(f"{TEMP_PREFIX}*")]
         assert leftovers == []
     assert sorted(r.key for r in records) == sorted(keys)  # one manifest per key
+    assert changed == set(keys)  # and the journal names each, for `warm` to follow
     assert {r.key: r for r in records} == {m.key: m for m in manifests}
     # No source was made twice: a job run again after the kill found it made (a run killed
     # just after writing its manifest is not in the log as having made it: hence <= 1).

@@ -1,0 +1,118 @@
+"""Copier: files from the origin (or the NVMe tier) into a tier, many at once.
+
+A small file's copy is mostly system calls (open, read, mkdir, link) with a little Python
+between them, and a first warm makes tens of thousands. Threads share one interpreter lock and
+slow each other down on a fast file system; so from a local origin the copies run in forked
+processes (as rsync's sender and receiver do), each taking a slice of a batch. From S3 they run
+in threads: there the time is spent waiting on the network, and a boto3 client must not cross
+a fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import multiprocessing
+import os
+import signal
+from collections.abc import Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+from imgwarm.cache.tiers import Tier
+from imgwarm.exceptions import LayoutError, StorageError
+from imgwarm.store import Store
+
+S3_THREADS = 16  # downloads in flight: a bounded pool
+PROCESSES_PER_CORE = 2  # one reads while the other waits on the disk
+
+# (path, bytes, the tiers to write it to, read it from the NVMe tier first)
+Item = tuple[str, int, tuple[str, ...], bool]
+# True: placed, whole; False: the origin has no such file (or not that size); str: tier full
+Result = bool | str
+
+_PR_SET_PDEATHSIG = 1
+_state: dict[str, Any] = {}  # a worker process's tiers and origin (given once, at its start)
+
+
+class Copier:
+    def __init__(self, tiers: Sequence[Tier], origin: Store, *, local: bool,
+                 drop: Sequence[int] = ()) -> None:
+        """``drop``: descriptors the forked processes must not keep (the run's lock: a
+        process left behind by a killed run would hold it otherwise)."""
+        self.tiers = {t.name: t for t in tiers}
+        self.origin = origin
+        self.pool: Executor
+        if local:
+            self.workers = (os.cpu_count() or 1) * PROCESSES_PER_CORE
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("fork"),
+                initializer=_start, initargs=(self.tiers, origin, tuple(drop)))
+        else:
+            self.workers = S3_THREADS
+            self.pool = ThreadPoolExecutor(S3_THREADS)
+        self.local = local
+
+    def place(self, items: list[Item]) -> list[tuple[Result, ...]]:
+        """Copy each item into its tiers; the results of an item in the order of its tiers,
+        the items in order."""
+        if not self.local:
+            return list(self.pool.map(
+                lambda item: place_one(self.tiers, self.origin, item), items))
+        step = -(-len(items) // self.workers) or 1
+        slices = [items[i:i + step] for i in range(0, len(items), step)]
+        return [r for part in self.pool.map(_place_slice, slices) for r in part]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Copier:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _start(tiers: dict[str, Tier], origin: Store, drop: tuple[int, ...]) -> None:
+    _state["tiers"], _state["origin"] = tiers, origin
+    for fd in drop:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with contextlib.suppress(OSError, AttributeError):  # Linux: die with the run
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _place_slice(items: list[Item]) -> list[tuple[Result, ...]]:
+    return [place_one(_state["tiers"], _state["origin"], item) for item in items]
+
+
+def place_one(tiers: dict[str, Tier], origin: Store, item: Item) -> tuple[Result, ...]:
+    """Read one file once (from NVMe, when asked and it is whole there, else the origin) and
+    write it to each of its tiers."""
+    path, size, targets, from_nvme = item
+    try:
+        data = tiers["nvme"].read(path) if from_nvme else None
+        if data is None or len(data) != size:
+            data = origin.read(path)
+    except LayoutError:
+        data = None
+    if data is None or len(data) != size:
+        return tuple(False for _ in targets)
+    return tuple(_write(tiers[name], path, data) for name in targets)
+
+
+def _write(tier: Tier, path: str, data: bytes) -> Result:
+    """Write one file, atomically (the tier's write)."""
+    size = len(data)
+    try:
+        if not tier.write(path, data) and tier.size_of(path) != size:
+            tier.write(path, data, replace=True)  # a damaged leftover under the name
+    except StorageError as error:
+        cause = error.__cause__ or error.__context__
+        if "No space left" in str(error) or getattr(cause, "errno", None) == errno.ENOSPC:
+            return f"{tier.name} tier full at {tier.root}: {error}"
+        raise
+    except LayoutError:
+        return False
+    return True

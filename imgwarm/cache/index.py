@@ -1,0 +1,232 @@
+"""The index: what ``warm`` knows between runs, in SQLite (the standard library's), so that a
+run costs what changed, not what is placed.
+
+One row a variant: its size and width, how many sources reference it, its score and prior
+(rank.py) and density, and its state in each tier: NULL (not there), ``placing`` (being
+copied), ``placed``, ``evicting`` (being removed). A state is committed before the file
+operation and settled after it, so a run killed at any point leaves rows that the next run
+finishes (``recover``): the index and the tiers never disagree for longer than one run.
+Partial indexes give each run only the rows it acts on: variants wanted but not on NVMe,
+variants no source references any more, what RAM holds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from imgwarm.cache.rank import PRIOR_PERCENTILE, Candidate, choose, density, pages
+from imgwarm.manifest import Variant
+
+TIERS = ("ram", "nvme")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS variants (
+    path TEXT PRIMARY KEY, format TEXT NOT NULL, width INTEGER NOT NULL,
+    bytes INTEGER NOT NULL, refs INTEGER NOT NULL DEFAULT 0,
+    score REAL NOT NULL DEFAULT 0, prior REAL NOT NULL DEFAULT 0,
+    density REAL NOT NULL DEFAULT 0, pinned INTEGER NOT NULL DEFAULT 0,
+    ram TEXT, nvme TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
+                                 PRIMARY KEY (key, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS by_rank ON variants (pinned DESC, density DESC, path)
+    WHERE refs > 0;
+CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs > 0;
+CREATE INDEX IF NOT EXISTS need_nvme ON variants (path) WHERE refs > 0 AND nvme IS NULL;
+CREATE INDEX IF NOT EXISTS in_ram ON variants (bytes) WHERE ram IS NOT NULL;
+CREATE INDEX IF NOT EXISTS on_nvme ON variants (bytes) WHERE nvme IS NOT NULL;
+CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
+    WHERE nvme IN ('placing', 'evicting');
+CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
+"""
+
+
+class Index:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.create_function("density", 3, density, deterministic=True)
+        self.db.executescript(_SCHEMA)
+        self.db.execute("BEGIN")
+
+    # --- transactions: one open at a time; commit() settles and opens the next -----------------
+
+    def commit(self) -> None:
+        self.db.execute("COMMIT")
+        self.db.execute("BEGIN")
+
+    def rollback(self) -> None:
+        self.db.execute("ROLLBACK")
+        self.db.execute("BEGIN")
+
+    def close(self, *, keep: bool) -> None:
+        self.db.execute("COMMIT" if keep else "ROLLBACK")
+        self.db.close()
+
+    # --- meta --------------------------------------------------------------------------------
+
+    def meta(self, name: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def remember(self, name: str, value: Any) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, json.dumps(value)))
+
+    # --- sources and their variants ------------------------------------------------------------
+
+    def set_source(self, key: str, variants: list[Variant], prior: float) -> tuple[int, int]:
+        """The variants ``key`` references now (none: it is gone). New variants start with
+        ``prior``. Returns (references added, references dropped)."""
+        old = {row[0] for row in self.db.execute("SELECT path FROM refs WHERE key = ?", (key,))}
+        new = {v.path: v for v in variants}
+        added = [v for path, v in new.items() if path not in old]
+        dropped = [path for path in old if path not in new]
+        self.db.executemany(
+            "INSERT INTO variants (path, format, width, bytes, prior, density) "
+            "VALUES (?, ?, ?, ?, ?, density(0, ?, ?)) ON CONFLICT (path) DO NOTHING",
+            [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes) for v in added])
+        self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(key, v.path) for v in added])
+        self.db.executemany("UPDATE variants SET refs = refs + 1 WHERE path = ?",
+                            [(v.path,) for v in added])
+        self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?",
+                            [(key, path) for path in dropped])
+        self.db.executemany("UPDATE variants SET refs = refs - 1 WHERE path = ?",
+                            [(path,) for path in dropped])
+        return len(added), len(dropped)
+
+    def forget_unreferenced(self) -> None:
+        """Rows of variants nobody references and no tier holds."""
+        self.db.execute("DELETE FROM variants WHERE refs = 0 AND ram IS NULL AND nvme IS NULL")
+
+    # --- scores -------------------------------------------------------------------------------
+
+    def add_scores(self, weights: dict[str, float]) -> int:
+        """Add request weights to the variants at these paths; returns how many were ours."""
+        before = self.db.total_changes
+        self.db.executemany(
+            "UPDATE variants SET score = score + ?1, density = density(score + ?1, prior, bytes) "
+            "WHERE path = ?2", [(weight, path) for path, weight in weights.items()])
+        return self.db.total_changes - before
+
+    def rescale(self, factor: float) -> None:
+        """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
+        self.db.execute("UPDATE variants SET score = score * ?1, prior = prior * ?1, "
+                        "density = density * ?1", (factor,))
+
+    def score_percentile(self, fraction: float) -> float | None:
+        count = self.db.execute(
+            "SELECT count(*) FROM variants WHERE score > 0 AND refs > 0").fetchone()[0]
+        if not count:
+            return None
+        row = self.db.execute(
+            "SELECT score FROM variants WHERE score > 0 AND refs > 0 ORDER BY score "
+            "LIMIT 1 OFFSET ?", (min(count - 1, int(count * fraction)),)).fetchone()
+        return float(row[0])
+
+    def set_pinned(self, paths: set[str]) -> bool:
+        """Pin these paths (a hot list), unpin the rest; True when anything changed."""
+        now = {r[0] for r in self.db.execute("SELECT path FROM variants WHERE pinned = 1")}
+        if now == paths:
+            return False
+        self.db.executemany("UPDATE variants SET pinned = 0 WHERE path = ?",
+                            [(p,) for p in now - paths])
+        self.db.executemany("UPDATE variants SET pinned = 1 WHERE path = ?",
+                            [(p,) for p in paths - now])
+        return True
+
+    def hit_share(self) -> tuple[float, float]:
+        """(decayed weight of the requests the RAM tier holds, of all requests to variants)."""
+        row = self.db.execute(
+            "SELECT total(score), total(CASE WHEN ram = 'placed' THEN score END) "
+            "FROM variants WHERE refs > 0").fetchone()
+        return float(row[1]), float(row[0])
+
+    # --- what each tier should hold -------------------------------------------------------------
+
+    def ranked(self, max_width: int) -> Iterator[Candidate]:
+        """Variants for the RAM tier, pinned first, then by density."""
+        rows = self.db.execute(
+            "SELECT path, bytes, density, pinned, width FROM variants WHERE refs > 0 "
+            "ORDER BY pinned DESC, density DESC, path")
+        for path, size, value, pinned, width in rows:
+            if pinned or width <= max_width:
+                yield Candidate(path, size, value, pinned=bool(pinned))
+
+    def prior(self, now_weight: float) -> float:
+        """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the
+        variants with traffic, or the weight of one request now while there is none."""
+        return self.score_percentile(PRIOR_PERCENTILE) or now_weight
+
+    def choose(self, budget: int, *, max_width: int, page: int) -> dict[str, int]:
+        """What a tier of ``budget`` bytes should hold (path -> bytes): the pinned, then the
+        densest variants up to ``max_width``, each counted in whole pages of ``page`` bytes."""
+        ranked = (replace(c, size=pages(c.size, page)) for c in self.ranked(max_width))
+        chosen = {c.path for c in choose(ranked, budget)}
+        return self.sizes(chosen)
+
+    def held(self, tier: str) -> dict[str, int]:
+        """What a tier holds or is being given: path -> bytes."""
+        column = _column(tier)
+        return dict(self.db.execute(
+            f"SELECT path, bytes FROM variants WHERE {column} IS NOT NULL"))
+
+    def totals(self, tier: str, page: int) -> tuple[int, int, int]:
+        """(files, bytes, bytes in whole pages) a tier holds or is being given; read from a
+        covering index, without visiting the rows."""
+        column = _column(tier)
+        row = self.db.execute(
+            f"SELECT count(*), total(bytes), total((max(bytes, 1) + ?1 - 1) / ?1 * ?1) "
+            f"FROM variants WHERE {column} IS NOT NULL", (page,)).fetchone()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def wanted_on_nvme(self) -> list[tuple[str, int]]:
+        return list(self.db.execute(
+            "SELECT path, bytes FROM variants WHERE refs > 0 AND nvme IS NULL"))
+
+    def unreferenced(self) -> list[tuple[str, str | None, str | None]]:
+        return list(self.db.execute("SELECT path, ram, nvme FROM variants "
+                                    "WHERE refs = 0 AND (ram IS NOT NULL OR nvme IS NOT NULL)"))
+
+    def unsettled(self, tier: str) -> list[tuple[str, int, str]]:
+        column = _column(tier)
+        return list(self.db.execute(
+            f"SELECT path, bytes, {column} FROM variants "
+            f"WHERE {column} IN ('placing', 'evicting')"))
+
+    def mark(self, tier: str, paths: Iterable[str], state: str | None) -> None:
+        self.db.executemany(f"UPDATE variants SET {_column(tier)} = ? WHERE path = ?",
+                            [(state, p) for p in paths])
+
+    def forget_tier(self, tier: str) -> None:
+        """The tier was found empty (a reboot, a new disk): it holds nothing."""
+        self.db.execute(f"UPDATE variants SET {_column(tier)} = NULL")
+
+    def sizes(self, paths: Iterable[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        batch = list(paths)
+        for start in range(0, len(batch), 500):
+            part = batch[start:start + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self.db.execute(
+                f"SELECT path, bytes FROM variants WHERE path IN ({marks})", part))
+        return found
+
+    def counts(self) -> dict[str, int]:
+        row = self.db.execute(
+            "SELECT count(*), total(refs > 0), total(ram = 'placed'), total(nvme = 'placed') "
+            "FROM variants").fetchone()
+        return {"variants": int(row[0]), "referenced": int(row[1]), "ram": int(row[2]),
+                "nvme": int(row[3])}
+
+
+def _column(tier: str) -> str:
+    if tier not in TIERS:
+        raise ValueError(f"no tier {tier!r}")
+    return tier

@@ -1,0 +1,143 @@
+"""Log format: read nginx access-log lines written in any ``log_format``, as fast as they come.
+
+The format is the nginx ``log_format`` string itself (or ``combined``). Of each line imgwarm
+needs the request's method and path, its status, and the time. The format is compiled to two
+patterns:
+
+- a *line* pattern, every variable a group: read once per block of lines, for the time of the
+  block (lines are written in time order; with hotness halving over hours, the seconds between
+  the first and last line of a block do not matter), and for every line when the format is
+  one the fast pattern cannot read;
+- a *request* pattern, where the format has ``"$request" $status`` (``combined`` and most
+  formats built from it): it finds ``"METHOD /path..." 200`` in a whole block at C speed.
+
+Everything in a line is untrusted: a line the pattern cannot read is counted as malformed,
+never fatal, and nothing in it is evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+COMBINED = ('$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
+            '"$http_referer" "$http_user_agent"')
+_VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+_TIMES = ("time_local", "time_iso8601", "msec")
+_METHODS = rb"[A-Z]{1,16}"
+
+
+class LogFormatError(ValueError):
+    """The format cannot tell imgwarm what it needs (it names what is missing)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    method: bytes
+    path: bytes  # without the query string, still percent-encoded
+    status: int
+
+
+def _group(name: str, following: str) -> bytes:
+    """A variable's pattern: up to the next literal character of the format."""
+    if name == "request":
+        body = rb'[^"]*' if following == '"' else rb".*?"
+    elif name == "status":
+        body = rb"\d{3}"
+    elif following and following not in "\\":
+        body = b"[^" + re.escape(following.encode()) + b"\n]*"
+    else:
+        body = rb".*?"
+    return b"(?P<" + name.encode() + b">" + body + b")"
+
+
+class LogFormat:
+    """A compiled ``log_format``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = COMBINED if text.strip() == "combined" else text
+        names = [a or b for a, b in _VARIABLE.findall(self.text)]
+        has_request = "request" in names or "request_uri" in names or "uri" in names
+        if not has_request or "status" not in names:
+            raise LogFormatError(
+                "the log format must hold the request ($request, or $request_method with "
+                "$uri or $request_uri) and $status")
+        self.time_variable = next((t for t in _TIMES if t in names), None)
+        parts, position, seen = [], 0, set()
+        for match in _VARIABLE.finditer(self.text):
+            parts.append(re.escape(self.text[position:match.start()].encode()))
+            name = match.group(1) or match.group(2)
+            following = self.text[match.end():match.end() + 1]
+            if name in seen:  # a variable twice: only the first is a named group
+                parts.append(rb".*?")
+            else:
+                seen.add(name)
+                parts.append(_group(name, following))
+            position = match.end()
+        parts.append(re.escape(self.text[position:].encode()))
+        self.line = re.compile(b"^" + b"".join(parts) + b"$")
+        self.request = None
+        between = re.search(r'"\$request"([^$]*)\$status', self.text)
+        if between is not None:
+            gap = re.escape(between.group(1).encode())
+            self.request = re.compile(
+                b'"(' + _METHODS + rb') ([^ "?\n]*)[^"\n]*"' + gap + rb"(\d{3})")
+
+    def parse_line(self, line: bytes) -> tuple[Request, float | None] | None:
+        """One line read in full: its request and time; None when the format does not fit."""
+        found = self.line.match(line)
+        if found is None:
+            return None
+        values = found.groupdict()
+        if values.get("request") is not None:
+            words = values["request"].split(b" ")
+            if len(words) < 2:
+                return None
+            method, target = words[0], words[1]
+        else:
+            method = values.get("request_method") or b"GET"
+            target = values.get("request_uri") or values.get("uri") or b""
+        try:
+            status = int(values["status"])
+        except (TypeError, ValueError):
+            return None
+        path = target.split(b"?", 1)[0]
+        return Request(method, path, status), self._time(values)
+
+    def _time(self, values: dict[str, bytes | None]) -> float | None:
+        raw = values.get(self.time_variable) if self.time_variable else None
+        if raw is None:
+            return None
+        text = raw.decode("ascii", "replace")
+        try:
+            if self.time_variable == "msec":
+                return float(text)
+            if self.time_variable == "time_iso8601":
+                return datetime.fromisoformat(text).timestamp()
+            return datetime.strptime(text, "%d/%b/%Y:%H:%M:%S %z").timestamp()
+        except (ValueError, OverflowError):
+            return None
+
+    def time_of(self, block: bytes) -> float | None:
+        """The time of the first readable line of a block of lines."""
+        for line in block.split(b"\n", 64)[:64]:
+            parsed = self.parse_line(line)
+            if parsed is not None and parsed[1] is not None:
+                return parsed[1]
+        return None
+
+    def requests(self, block: bytes) -> tuple[list[tuple[bytes, bytes, bytes]], int]:
+        """Every (method, path, status) of a block of whole lines, and how many lines could
+        not be read."""
+        lines = block.count(b"\n")
+        if self.request is not None:
+            found = self.request.findall(block)
+        else:
+            found = []
+            for line in block.split(b"\n"):
+                parsed = self.parse_line(line) if line else None
+                if parsed is not None:
+                    request = parsed[0]
+                    found.append((request.method, request.path, b"%d" % request.status))
+        return found, max(0, lines - len(found))

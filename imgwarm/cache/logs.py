@@ -1,0 +1,293 @@
+"""Access logs: what was asked for, and when, read incrementally from plain and gzipped,
+rotated files.
+
+A file is known by its *fingerprint*: the hash of its first line. Where a file was read to is
+kept by fingerprint, so the next run reads only what is new, whatever happened meanwhile:
+``access.log`` renamed ``access.log.1`` (same first line: go on from where it was), then
+gzipped as ``access.log.2.gz`` (same first line; its trailer says its length, so a file read
+to its end is not even decompressed), or copied and truncated in place (copytruncate: the
+truncated file starts with a new first line and is read from its start).
+
+Lines are untrusted: a line longer than ``MAX_LINE``, binary garbage, or one the format cannot
+read is counted as malformed and skipped. Only successful GETs and HEADs count.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import itertools
+import multiprocessing
+import os
+import struct
+import zlib
+from collections import Counter, deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imgwarm.cache.logformat import LogFormat
+from imgwarm.cache.rank import Decay
+
+MAX_LINE = 64 * 1024
+BLOCK = 1 << 20
+PARALLEL_FROM = 16 << 20  # new bytes of a file worth forking parsers for
+PARALLEL_BLOCK = 8 << 20
+PROCESSES = os.cpu_count() or 1
+COUNTED = frozenset({(b"GET", b"200"), (b"GET", b"206"), (b"GET", b"304"),
+                     (b"HEAD", b"200"), (b"HEAD", b"206"), (b"HEAD", b"304")})
+
+
+@dataclass
+class Hits:
+    """What a read found: per requested path (still percent-encoded), its weight."""
+
+    by_path: dict[bytes, float] = field(default_factory=dict)
+    count_by_path: dict[bytes, int] = field(default_factory=dict)
+    lines: int = 0
+    counted: int = 0  # successful GETs and HEADs
+    malformed: int = 0
+    files: int = 0
+    bytes_read: int = 0
+
+    def add(self, path: bytes, weight: float, count: int) -> None:
+        self.by_path[path] = self.by_path.get(path, 0.0) + weight
+        self.count_by_path[path] = self.count_by_path.get(path, 0) + count
+
+
+def log_files(patterns: list[str]) -> list[Path]:
+    """Files named or matched by globs, oldest first (rotated ones before the live one)."""
+    found: set[str] = set()
+    for pattern in patterns:
+        matches = glob.glob(pattern) if glob.has_magic(pattern) else [pattern]
+        found.update(m for m in matches if os.path.isfile(m))
+    return sorted((Path(f) for f in found), key=lambda p: (p.stat().st_mtime, str(p)))
+
+
+def _gzipped(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def _opened(path: Path) -> gzip.GzipFile | object:
+    return gzip.open(path, "rb") if _gzipped(path) else path.open("rb")
+
+
+def fingerprint(path: Path) -> str | None:
+    """The hash of the first line (None for an empty file: nothing to know it by yet)."""
+    try:
+        with _opened(path) as handle:  # type: ignore[attr-defined]
+            first = handle.readline(4096)
+    except (OSError, EOFError, zlib.error):
+        return None
+    return hashlib.sha256(first).hexdigest()[:24] if first else None
+
+
+def _read_to_end_already(path: Path, offset: int) -> bool:
+    """A gzipped file whose trailer says it is as long as what was read: nothing new."""
+    with path.open("rb") as handle:
+        handle.seek(-4, os.SEEK_END)
+        (size,) = struct.unpack("<I", handle.read(4))
+    return bool(size == offset % (1 << 32))
+
+
+def _skip(handle: gzip.GzipFile, count: int) -> None:
+    while count > 0:  # gzip cannot seek: decompress and drop what was read before
+        skipped = handle.read(min(count, BLOCK))
+        if not skipped:
+            return
+        count -= len(skipped)
+
+
+def _blocks(path: Path, offset: int, hits: Hits) -> Iterator[tuple[bytes, int]]:
+    """Whole lines from ``offset`` on, a block at a time, with the offset after each block.
+    A line still being written (no newline yet) is left for the next run; a line longer than
+    MAX_LINE is dropped whole, and counted as malformed."""
+    with _opened(path) as handle:  # type: ignore[attr-defined]
+        if isinstance(handle, gzip.GzipFile):
+            _skip(handle, offset)
+        else:
+            handle.seek(offset)
+        carry, dropping, position = b"", False, offset
+        while data := handle.read(BLOCK):
+            if dropping:  # the rest of a monster line
+                newline = data.find(b"\n")
+                if newline < 0:
+                    position += len(data)
+                    continue
+                position += newline + 1
+                data, dropping = data[newline + 1:], False
+            data = carry + data
+            end = data.rfind(b"\n") + 1
+            block, carry = data[:end], data[end:]
+            if len(carry) > MAX_LINE:
+                hits.malformed += 1
+                position += len(carry)
+                carry, dropping = b"", True
+            if block:
+                position += len(block)
+                hits.bytes_read += len(block)
+                yield block, position
+
+
+def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
+           when: float, hits: Hits) -> Iterator[int]:
+    """Weigh the requests of each block into ``hits``; yields the offset after each block."""
+    for block, offset in blocks:
+        when = log_format.time_of(block) or when
+        weight = weigh(when)
+        found, unreadable = log_format.requests(block)
+        hits.lines += block.count(b"\n")
+        hits.malformed += unreadable
+        for (method, target, status), count in Counter(found).items():
+            if (method, status) in COUNTED:
+                hits.counted += count
+                hits.add(target, weight * count, count)
+        yield offset
+
+
+def _parse(block: bytes, text: str, weigh: Decay, when: float) -> tuple[Hits, float]:
+    """One block, in a worker process: its hits, and the time it ended at. Timed a
+    megabyte of lines at a time, as a block read here is."""
+    hits = Hits()
+    log_format = _formats.get(text) or _formats.setdefault(text, LogFormat(text))
+    pieces = _realigned((block[i:i + BLOCK], 0) for i in range(0, len(block), BLOCK))
+    for _ in _count(pieces, log_format, weigh, when, hits):
+        pass
+    return hits, when
+
+
+def _realigned(chunks: Iterator[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+    """Pieces cut anywhere, made into blocks of whole lines."""
+    carry = b""
+    for data, _ in chunks:
+        data = carry + data
+        end = data.rfind(b"\n") + 1
+        block, carry = data[:end], data[end:]
+        if block:
+            yield block, 0
+    if carry:
+        yield carry, 0
+
+
+def _range(path: str, start: int, end: int, text: str, weigh: Decay,
+           when: float) -> tuple[Hits, float]:
+    """A worker's share of a large plain file: the whole lines in [start, end)."""
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        return _parse(handle.read(end - start), text, weigh, when)
+
+
+def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """[start, end) cut into ``parts`` ranges at line ends."""
+    cuts = [start]
+    with path.open("rb") as handle:
+        for i in range(1, parts):
+            handle.seek(start + (end - start) * i // parts)
+            handle.readline()
+            cuts.append(min(end, max(cuts[-1], handle.tell())))
+    cuts.append(end)
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: Decay,
+                       when: float, hits: Hits) -> int:
+    """A large plain file's new whole lines, a share for each core read and parsed by its
+    own process; returns where they end."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        handle.seek(max(offset, size - MAX_LINE))
+        tail = handle.read()
+    end = size - len(tail) + tail.rfind(b"\n") + 1
+    if end <= offset:
+        return offset
+    ranges = _split(path, offset, end, PROCESSES)
+    fork = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=len(ranges), mp_context=fork) as pool:
+        futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when)
+                   for a, b in ranges]
+        for future in futures:
+            _merge(hits, future.result()[0])
+    hits.bytes_read += end - offset
+    return end
+
+
+_formats: dict[str, LogFormat] = {}
+
+
+def _merge(into: Hits, part: Hits) -> None:
+    for path, weight in part.by_path.items():
+        into.add(path, weight, part.count_by_path[path])
+    into.lines += part.lines
+    into.counted += part.counted
+    into.malformed += part.malformed
+
+
+def _in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
+                 when: float, hits: Hits) -> Iterator[int]:
+    """``_count`` with the parsing spread over one process per core, blocks read (and
+    decompressed) here meanwhile; results are merged in order. Yields offsets as ``_count``."""
+    fork = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=PROCESSES, mp_context=fork) as pool:
+        pending: deque[tuple[Future[tuple[Hits, float]], int]] = deque()
+        for block, offset in _joined(blocks, PARALLEL_BLOCK):
+            pending.append((pool.submit(_parse, block, log_format.text, weigh, when), offset))
+            while len(pending) > 2 * PROCESSES:
+                future, done = pending.popleft()
+                part, when = future.result()
+                _merge(hits, part)
+                yield done
+        while pending:
+            future, done = pending.popleft()
+            _merge(hits, future.result()[0])
+            yield done
+
+
+def _joined(blocks: Iterator[tuple[bytes, int]], size: int) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines put together up to ``size`` bytes (fewer trips to a worker)."""
+    parts: list[bytes] = []
+    held, last = 0, 0
+    for block, offset in blocks:
+        parts.append(block)
+        held, last = held + len(block), offset
+        if held >= size:
+            yield b"".join(parts), last
+            parts, held = [], 0
+    if parts:
+        yield b"".join(parts), last
+
+
+def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int],
+              weigh: Decay, default_time: float) -> Hits:
+    """Read what is new in ``files`` (``positions`` is updated in place: fingerprint -> offset
+    read to) and weigh every counted request by ``weigh(time)``. Large new parts of plain
+    files are read by one process per core; gzipped ones decompress ahead in a thread."""
+    hits = Hits()
+    seen: set[str] = set()
+    for path in files:
+        mark = fingerprint(path)
+        if mark is None or mark in seen:
+            continue
+        seen.add(mark)
+        offset = positions.get(mark, 0)
+        try:
+            gzipped = _gzipped(path)
+            if offset and gzipped and _read_to_end_already(path, offset):
+                continue
+            if not gzipped and path.stat().st_size < offset:
+                offset = 0  # rewritten in place with the same first line
+            hits.files += 1
+            large = PROCESSES > 1 and path.stat().st_size - offset > PARALLEL_FROM
+            if large and not gzipped:
+                positions[mark] = _plain_in_parallel(path, offset, log_format, weigh,
+                                                     default_time, hits)
+                continue
+            counting = _in_parallel if large else _count
+            for done in counting(_blocks(path, offset, hits), log_format, weigh,
+                                 default_time, hits):
+                positions[mark] = done
+        except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
+            hits.malformed += 1  # a damaged or vanished file: what was read of it counts
+    return hits

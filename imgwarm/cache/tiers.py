@@ -1,0 +1,111 @@
+"""Tiers: the folders a cache server answers from, RAM (a tmpfs) then NVMe, each a Store with
+exactly the origin's layout, so that one nginx ``try_files $uri`` finds a file in any of them.
+
+A tier carries an identity file; the index remembers it. A tmpfs is empty after a reboot, and a
+disk may be swapped or wiped: a tier whose identity is missing or different is taken as empty
+and filled again. The RAM tier must be on a tmpfs (checked on the mount it is on), or it is not
+in RAM at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from imgwarm.exceptions import SettingsError, StorageError
+from imgwarm.store.local import LocalStore
+
+IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the file system ``path`` is (or would be) on, from the mount table."""
+    target = os.path.realpath(path)
+    while not os.path.exists(target):
+        target = os.path.dirname(target)
+    best, kind = "", "unknown"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as table:
+            for line in table:
+                fields = line.split()
+                point = fields[4].replace("\\040", " ")
+                separator = fields.index("-")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, kind = point, fields[separator + 1]
+    except (OSError, ValueError, IndexError):
+        return "unknown"
+    return kind
+
+
+class Tier(LocalStore):
+    """A tier: a local store (no fsync a file: ``warm`` syncs once at the end of a run) with an
+    identity, a file system to measure, and a name (``ram``, ``nvme``)."""
+
+    def __init__(self, name: str, root: Path, *, max_entries: int) -> None:
+        super().__init__(root, max_entries=max_entries, fsync=False)
+        self.name = name
+
+    def identity(self) -> str | None:
+        try:
+            found = json.loads((self.root / IDENTITY).read_text())
+            return str(found["id"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def claim(self) -> str:
+        """Give the tier a new identity (after it was found empty or strange)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        value = uuid.uuid4().hex
+        body = json.dumps({"id": value, "tier": self.name}).encode()
+        self.write(IDENTITY, body, replace=True)
+        return value
+
+    def space(self) -> tuple[int, int]:
+        """(total, free) bytes of the tier's file system."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        info = os.statvfs(self.root)
+        return info.f_blocks * info.f_frsize, info.f_bavail * info.f_frsize
+
+    def block_size(self) -> int:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return os.statvfs(self.root).f_bsize or 4096
+
+    def size_of(self, key: str) -> int | None:
+        with contextlib.suppress(OSError):
+            return self.path(key).stat().st_size
+        return None
+
+
+@dataclass
+class Tiers:
+    ram: Tier
+    nvme: Tier
+
+    @classmethod
+    def open(cls, ram_root: Path, nvme_root: Path, *, max_entries: int,
+             allow_non_tmpfs: bool) -> Tiers:
+        kind = filesystem_type(ram_root)
+        if kind != "tmpfs" and not allow_non_tmpfs:
+            raise SettingsError(
+                f"the RAM tier {ram_root} is on {kind}, not tmpfs: it would not be in RAM. "
+                f"Mount one (mount -t tmpfs -o size=4G tmpfs {ram_root}) or set ram_root "
+                "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
+                "takes it anyway")
+        if os.path.realpath(ram_root) == os.path.realpath(nvme_root):
+            raise SettingsError("ram_root and nvme_root are the same folder")
+        try:
+            ram_root.mkdir(parents=True, exist_ok=True)
+            nvme_root.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StorageError(f"cannot make the tier {error.filename}: {error.strerror}") \
+                from None
+        return cls(Tier("ram", ram_root, max_entries=max_entries),
+                   Tier("nvme", nvme_root, max_entries=max_entries))
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter((self.ram, self.nvme))

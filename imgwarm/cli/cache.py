@@ -1,0 +1,123 @@
+"""``imgwarm warm``: fill the cache server's tiers, once or every few minutes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+
+if TYPE_CHECKING:
+    from imgwarm.cache.warm import WarmReport
+
+
+@click.command()
+@click.option("--access-log", "access_logs", multiple=True, metavar="PATH|GLOB",
+              help="nginx access log to read (repeat; globs take rotated and .gz files). "
+              "Default: the access_logs setting.")
+@click.option("--log-format", help="The logs' nginx log_format: 'combined' (default) or the "
+              "format string itself.")
+@click.option("--hot-list", type=click.Path(dir_okay=False, path_type=Path),
+              help="A file of URL paths, one a line, to hold in RAM first.")
+@click.option("--ram-budget", metavar="SIZE|PERCENT",
+              help="Most bytes in the RAM tier: 512K, 300M, 2G, or a percentage of its tmpfs "
+              "(default 80%).")
+@click.option("--nvme-budget", metavar="SIZE|PERCENT",
+              help="Most bytes in the NVMe tier (default: every variant).")
+@click.option("--half-life", "hot_half_life", metavar="DURATION",
+              help="Half-life of a request's weight: 30m, 24h (default), 7d.")
+@click.option("--ram-root", type=click.Path(file_okay=False, path_type=Path),
+              help="The RAM tier's folder, on a tmpfs.")
+@click.option("--nvme-root", type=click.Path(file_okay=False, path_type=Path),
+              help="The NVMe tier's folder.")
+@click.option("--allow-non-tmpfs", "ram_allow_non_tmpfs", is_flag=True, default=None,
+              help="Take a RAM tier that is not on a tmpfs.")
+@click.option("--full", is_flag=True,
+              help="Reconcile index, tiers and origin completely: list every manifest, check "
+              "every file in the tiers (repairs files deleted or damaged by hand).")
+@click.option("--every", metavar="DURATION",
+              help="Run again and again, this long apart (for a service or a container); "
+              "one line a run.")
+@click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a run.")
+@click.pass_context
+def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | None,
+         hot_list: Path | None, full: bool, every: str | None, dry_run: bool, as_json: bool,
+         **options: Any) -> None:
+    """Fill the cache tiers from the origin: every variant on NVMe, the hottest thumbnails
+    in RAM (a tmpfs), placed by what the nginx access logs say is asked for.
+
+    Each run costs what changed since the last one: new and changed manifests (read from the
+    manifest store's journal), new log lines, scores that moved. A tier found empty (a
+    reboot empties a tmpfs) is filled again. Copies are atomic; a full disk stops that tier
+    alone; two runs on the same tiers never interleave.
+
+    Exit status: 0 when the run did what it planned, 1 when a tier stopped (full) or the
+    run failed, 2 for usage errors.
+    """
+    from imgwarm.config.units import parse_duration
+
+    settings = load(ctx, **{k: v for k, v in options.items() if v is not None})
+    try:
+        pause = parse_duration(every) if every else None
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--every") from None
+    logs = list(access_logs) or None
+    if pause is None:
+        report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+        stopped = report is None or report.ram.stopped or report.nvme.stopped
+        ctx.exit(EXIT_FAILED if stopped else EXIT_OK)
+    try:
+        while True:
+            _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+            full = False  # a reconciliation once, at the start
+            time.sleep(pause)
+    except KeyboardInterrupt:
+        ctx.exit(EXIT_OK)
+
+
+def _once(settings: Any, logs: list[str] | None, log_format: str | None,
+          hot_list: Path | None, full: bool, dry_run: bool, as_json: bool) -> WarmReport | None:
+    """One run, its line printed; a run that fails says why in one line (and returns None),
+    so that ``--every`` goes on."""
+    from imgwarm.cache.warm import warm as run
+    from imgwarm.exceptions import ImgwarmError, SettingsError
+    from imgwarm.text import printable
+
+    bar = _bar() if sys.stderr.isatty() and not as_json else None
+    tasks: dict[str, Any] = {}
+
+    def progress(tier: str, done: int, total: int) -> None:
+        if bar is not None:
+            if tier not in tasks:
+                tasks[tier] = bar.add_task("copying", total=total)
+            bar.update(tasks[tier], completed=done, total=total)
+
+    try:
+        if bar is not None:
+            bar.start()
+        try:
+            report = run(settings, access_logs=logs, log_format=log_format, hot_list=hot_list,
+                         full=full, dry_run=dry_run, progress=progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+    except ImgwarmError as error:
+        click.echo(printable(f"warm FAILED: {error}"), err=True)
+        return None
+    click.echo(json_text(report.to_object()) if as_json else report.line())
+    return report
+
+
+def _bar() -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress
+
+    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                    console=Console(stderr=True), transient=True)

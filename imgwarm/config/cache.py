@@ -1,0 +1,88 @@
+"""Cache settings: the tiers a cache server answers from (RAM, NVMe), their budgets, and the
+access logs that say what is hot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from imgwarm.config.marks import split_csv
+from imgwarm.config.units import Size, parse_duration, parse_size
+
+
+class CacheSettings(BaseModel):
+    """Tier roots and budgets, hotness, and where ``warm`` keeps its index."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    nvme_root: Path = Field(
+        Path("var/cache/nvme"),
+        description="Root of the NVMe (disk) tier: every variant, at its URL path.")
+    ram_root: Path = Field(
+        Path("/dev/shm/imgwarm-ram"),
+        description="Root of the RAM tier: the hottest thumbnails, on a tmpfs.")
+    ram_budget: str = Field(
+        "80%", description="Most bytes the RAM tier holds: a size (512K, 300M, 2G) or a "
+        "percentage of its tmpfs; never more than the tmpfs has free.")
+    nvme_budget: str = Field(
+        "", description="Most bytes the NVMe tier holds (a size or a percentage of its file "
+        "system); empty: every variant.")
+    ram_max_width: int = Field(
+        640, ge=1, le=16383,
+        description="Widest variant the RAM tier takes (thumbnails; hot-list paths go in "
+        "whatever their width).")
+    hot_half_life: str = Field(
+        "24h", description="Half-life of a request's weight in the hotness score (30m, 24h, "
+        "7d): yesterday's hot ad cools down.")
+    access_logs: list[str] = Field(
+        [], description="nginx access logs to read (comma-separated paths or globs; rotated "
+        "and .gz files included): where hotness comes from.")
+    log_format: str = Field(
+        "combined", description="The access logs' nginx log_format: 'combined' or the "
+        "format string itself.")
+    image_prefix: str = Field(
+        "/", description="URL path under which variants are served ('/': a variant's path "
+        "is its URL path).")
+    cache_state: Path = Field(
+        Path("var/cache/state"),
+        description="Folder where warm keeps its index, log positions and lock.")
+    drop_gone: bool = Field(
+        True, description="Remove from both tiers the variants that no manifest references "
+        "any more (a source deleted or made again with other settings).")
+    ram_allow_non_tmpfs: bool = Field(
+        False, description="Let the RAM tier be on a file system that is not tmpfs.")
+
+    @field_validator("access_logs", mode="before")
+    @classmethod
+    def _csv(cls, value: Any) -> Any:
+        return split_csv(value)
+
+    @field_validator("ram_budget", "nvme_budget")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        return str(parse_size(value)) if value.strip() else ""
+
+    @field_validator("hot_half_life")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration(value)
+        return value.strip()
+
+    @field_validator("image_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        stripped = value.strip("/")
+        if any(part in ("", ".", "..") for part in stripped.split("/")) and stripped:
+            raise ValueError("'..', '.' and empty segments are not allowed")
+        return f"/{stripped}/" if stripped else "/"
+
+    def ram_size(self) -> Size:
+        return parse_size(self.ram_budget)
+
+    def nvme_size(self) -> Size | None:
+        return parse_size(self.nvme_budget) if self.nvme_budget else None
+
+    def half_life(self) -> float:
+        return parse_duration(self.hot_half_life)

@@ -1,0 +1,137 @@
+"""Access logs: every request counted once across rotation, gzip and copytruncate; formats
+read from the log_format string; time weighs."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from imgwarm.cache import logs
+from imgwarm.cache.logformat import LogFormat, LogFormatError
+from imgwarm.cache.logs import log_files, read_logs
+from imgwarm.cache.rank import Decay
+from tests.cache.conftest import log_line
+
+NOW = 1_790_000_000.0
+FLAT = Decay(NOW, 1e12)  # a half-life so long that every request weighs 1
+
+
+def lines(tag: str, count: int, when: float = NOW) -> str:
+    return "".join(log_line(f"/{tag}/{i}.webp", when) for i in range(count))
+
+
+def read(folder: Path, positions: dict[str, int], decay: Decay = FLAT) -> logs.Hits:
+    return read_logs(log_files([str(folder / "access.log*")]), LogFormat("combined"),
+                     positions, decay, NOW)
+
+
+def test_rotation_and_gzip_count_every_line_once(tmp_path: Path) -> None:
+    live = tmp_path / "access.log"
+    live.write_text(lines("a", 30))
+    positions: dict[str, int] = {}
+    assert read(tmp_path, positions).counted == 30
+    with live.open("a") as handle:
+        handle.write(lines("b", 20))
+    live.rename(tmp_path / "access.log.1")  # logrotate
+    live.write_text(lines("c", 10))
+    second = read(tmp_path, positions)
+    assert second.counted == 30 and {p.split(b"/")[1] for p in second.by_path} == {b"b", b"c"}
+    rotated = tmp_path / "access.log.1"
+    with rotated.open("rb") as plain, gzip.open(tmp_path / "access.log.2.gz", "wb") as packed:
+        shutil.copyfileobj(plain, packed)  # delaycompress, one rotation later
+    rotated.unlink()
+    with live.open("a") as handle:
+        handle.write(lines("d", 5))
+    third = read(tmp_path, positions)
+    assert third.counted == 5 and third.bytes_read == len(lines("d", 5))
+    assert read(tmp_path, positions).counted == 0  # the gzipped file is not even opened again
+
+
+def test_a_new_gzipped_file_is_read_whole(tmp_path: Path) -> None:
+    (tmp_path / "access.log.3.gz").write_bytes(gzip.compress(lines("z", 40).encode()))
+    assert read(tmp_path, {}).counted == 40
+
+
+def test_copytruncate(tmp_path: Path) -> None:
+    live = tmp_path / "access.log"
+    live.write_text(lines("a", 10))
+    positions: dict[str, int] = {}
+    read(tmp_path, positions)
+    shutil.copy(live, tmp_path / "access.log.1")
+    live.write_text(lines("c", 4))  # truncated in place, then written again
+    found = read(tmp_path, positions)
+    assert found.counted == 4 and all(p.startswith(b"/c/") for p in found.by_path)
+
+
+def test_a_line_being_written_waits_for_its_end(tmp_path: Path) -> None:
+    live = tmp_path / "access.log"
+    whole, half = lines("a", 1), log_line("/b/1.webp", NOW)
+    live.write_text(whole + half[:40])
+    positions: dict[str, int] = {}
+    assert read(tmp_path, positions).counted == 1
+    with live.open("a") as handle:
+        handle.write(half[40:])
+    assert read(tmp_path, positions).counted == 1
+
+
+def test_older_requests_weigh_less() -> None:
+    decay = Decay(NOW, 86400)
+    assert decay(NOW - 86400) == pytest.approx(decay(NOW) / 2)
+    assert decay(NOW - 3 * 86400) == pytest.approx(decay(NOW) / 8)
+
+
+def test_weights_come_from_each_block_s_time(tmp_path: Path) -> None:
+    (tmp_path / "access.log").write_text(lines("old", 10, NOW - 86400))
+    found = read(tmp_path, {}, Decay(NOW, 86400))
+    assert sum(found.by_path.values()) == pytest.approx(10 * Decay(NOW, 86400)(NOW - 86400))
+
+
+CUSTOM = ('$remote_addr [$time_iso8601] "$request" $status $body_bytes_sent '
+          '$request_time "$http_user_agent" $upstream_cache_status')
+
+
+def test_a_custom_format_given_as_its_log_format_string(tmp_path: Path) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(NOW - 86400))
+    text = "".join(f'10.0.0.{i} [{stamp}] "GET /x/{i}.webp?v=2 HTTP/2.0" {code} 512 0.003 '
+                   f'"curl/8" HIT\n' for i, code in enumerate([200, 206, 304, 404, 500]))
+    (tmp_path / "access.log").write_text(text + "junk line\n")
+    found = read_logs([tmp_path / "access.log"], LogFormat(CUSTOM), {}, Decay(NOW, 86400), NOW)
+    assert (found.counted, found.malformed, found.lines) == (3, 1, 6)
+    assert set(found.by_path) == {b"/x/0.webp", b"/x/1.webp", b"/x/2.webp"}
+    assert sum(found.by_path.values()) == pytest.approx(3 * Decay(NOW, 86400)(NOW - 86400))
+
+
+def test_a_format_with_method_and_uri_apart(tmp_path: Path) -> None:
+    fmt = LogFormat("$msec $request_method $uri $status")
+    (tmp_path / "a.log").write_text(f"{NOW:.3f} GET /p/1.webp 200\n{NOW:.3f} HEAD /p/2.webp "
+                                    f"304\n{NOW:.3f} POST /p/3.webp 200\n")
+    found = read_logs([tmp_path / "a.log"], fmt, {}, FLAT, NOW)
+    assert set(found.by_path) == {b"/p/1.webp", b"/p/2.webp"}
+
+
+def test_a_format_without_status_or_request_is_refused() -> None:
+    with pytest.raises(LogFormatError, match=r"\$status"):
+        LogFormat('$remote_addr "$request"')
+
+
+def test_large_files_read_in_parallel_count_the_same(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    text = lines("p", 5000) + "garbage\n" + lines("q", 3000)
+    (tmp_path / "access.log").write_text(text)
+    (tmp_path / "access.log.2.gz").write_bytes(gzip.compress(lines("g", 4000).encode()))
+    alone = read(tmp_path, {})
+    monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)
+    monkeypatch.setattr(logs, "PARALLEL_BLOCK", 50_000)
+    monkeypatch.setattr(logs, "PROCESSES", 2)
+    positions: dict[str, int] = {}
+    spread = read(tmp_path, positions)
+    assert (spread.counted, spread.malformed, spread.lines) == (
+        alone.counted, alone.malformed, alone.lines) == (12000, 1, 12001)
+    assert spread.by_path == alone.by_path
+    assert read(tmp_path, positions).counted == 0
+    assert os.path.getsize(tmp_path / "access.log") in positions.values()

@@ -1,0 +1,43 @@
+"""The ranking: decay, the prior of new uploads, density by pages, the greedy choice."""
+
+from __future__ import annotations
+
+from imgwarm.cache.rank import (
+    Candidate,
+    Decay,
+    best_first,
+    choose,
+    density,
+    pages,
+    prior_weight,
+)
+
+
+def test_density_is_value_per_page() -> None:
+    assert pages(1) == pages(4096) == 4096 and pages(4097) == 8192
+    assert density(3, 1, 100) == density(3, 1, 4000) == 4 / 4096
+    assert density(3, 1, 5000) == 4 / 8192
+
+
+def test_the_prior_is_a_busy_variant_s_score() -> None:
+    assert prior_weight([], now_weight=2.0) == 2.0  # no traffic yet: one request now
+    scores = [float(i) for i in range(1, 101)]
+    assert prior_weight(scores, now_weight=2.0) == 91.0  # the 90th percentile
+
+
+def test_choose_is_greedy_by_density_within_the_budget() -> None:
+    items = best_first([
+        Candidate("big-hot", 40_000, 0.9), Candidate("small-hot", 4_000, 0.8),
+        Candidate("pinned", 8_000, 0.0, pinned=True), Candidate("cold", 4_000, 0.0),
+        Candidate("small-warm", 4_000, 0.5),
+    ])
+    assert [c.path for c in items][:2] == ["pinned", "big-hot"]
+    chosen = [c.path for c in choose(items, 20_000)]
+    assert chosen == ["pinned", "small-hot", "small-warm"]  # big-hot does not fit: passed over
+    assert "cold" not in [c.path for c in choose(items, 10**9)]  # nothing of value: no room
+
+
+def test_decay_rebases_before_floats_overflow() -> None:
+    decay = Decay(0.0, 3600.0)
+    assert not decay.due_for_rebase(3600.0 * 200)
+    assert decay.due_for_rebase(3600.0 * 300)

@@ -1,0 +1,72 @@
+"""The manifest store's journal: readers learn what changed after their cursor, and nothing
+else, on a local folder and on S3."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from imgwarm.store.changes import LocalChangeLog, S3ChangeLog
+
+
+def test_local_entries_after_the_cursor_only(tmp_path: Path) -> None:
+    journal = LocalChangeLog(tmp_path)
+    first = journal.since("")
+    assert first.entries == []
+    journal.record("a.jpg")
+    journal.record("b.jpg")
+    batch = journal.since(first.cursor)
+    assert [k for _, k in batch.entries] == ["a.jpg", "b.jpg"]
+    journal.record("c.jpg")
+    later = journal.since(batch.cursor)
+    assert [k for _, k in later.entries] == ["c.jpg"]
+    assert journal.since(later.cursor).entries == []
+
+
+def test_local_hours_days_and_years_roll_over(tmp_path: Path) -> None:
+    journal = LocalChangeLog(tmp_path)
+    old = tmp_path / "changes" / "2025" / "12" / "31" / "23.log"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"t": 1.0, "key": "old.jpg"}) + "\n{damaged\n")
+    cursor = journal.since("").cursor
+    assert cursor.startswith("2025/12/31/23.log:")
+    journal.record("new.jpg")  # this hour, in this year's folders
+    batch = journal.since(cursor)
+    assert [k for _, k in batch.entries] == ["new.jpg"]
+    everything = journal.since("")
+    assert [k for _, k in everything.entries] == ["old.jpg", "new.jpg"]  # damaged line skipped
+
+
+def test_local_now_skips_what_is_there(tmp_path: Path) -> None:
+    journal = LocalChangeLog(tmp_path)
+    journal.record("before.jpg")
+    cursor = journal.now()
+    journal.record("after.jpg")
+    assert [k for _, k in journal.since(cursor).entries] == ["after.jpg"]
+
+
+def test_s3_entries_after_the_cursor_and_late_writers(s3_server: Any) -> None:
+    from imgwarm.config import load_settings
+    from imgwarm.store.s3 import S3Store, make_client
+
+    bucket = s3_server.new_bucket()
+    settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
+                             s3_region="us-east-1")
+    store = S3Store(make_client(settings.store), bucket, "p/.imgwarm/manifests/")
+    journal = S3ChangeLog(store)
+    journal.record("early.jpg")
+    cursor = journal.now()
+    journal.record("a.jpg")
+    batch = journal.since(cursor)
+    assert [k for _, k in batch.entries] == ["a.jpg"]
+    # A writer whose clock is a minute behind: its entry sorts before the cursor, and is
+    # still read (once), because every read looks again over the last SKEW seconds.
+    behind = time.time() - 60
+    name = f"changes/{time.strftime('%Y/%m/%d/%H', time.gmtime(behind))}/" \
+           f"{int(behind * 1e9):020d}-late"
+    store.write(name, json.dumps({"t": behind, "key": "late.jpg"}).encode())
+    again = journal.since(batch.cursor)
+    assert [k for _, k in again.entries] == ["late.jpg"]
+    assert journal.since(again.cursor).entries == []
