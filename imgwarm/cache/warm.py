@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -130,9 +131,17 @@ def _lock(folder: Path) -> Any:
         yield handle.fileno()
 
 
+# A plain URL path: segments of unreserved characters, none empty or starting with a dot
+# (so no '.', '..' or hidden name), no percent-escapes: its key is itself, with no more checks.
+_PLAIN_PATH = re.compile(rb"(?:/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+")
+
+
 def url_key(path: bytes, prefix: str) -> str | None:
     """The variant key a requested URL path stands for; None for a path that is unsafe
     (``..``, odd bytes, hidden names) or outside the image prefix: it is never followed."""
+    if _PLAIN_PATH.fullmatch(path) and path.startswith(prefix.encode()):
+        plain = path[len(prefix):].decode("ascii")
+        return plain or None
     try:
         text = unquote_to_bytes(path).decode("utf-8")
     except UnicodeDecodeError:

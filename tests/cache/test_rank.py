@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from imgwarm.cache.rank import (
     Candidate,
     Decay,
@@ -41,3 +45,19 @@ def test_decay_rebases_before_floats_overflow() -> None:
     decay = Decay(0.0, 3600.0)
     assert not decay.due_for_rebase(3600.0 * 200)
     assert decay.due_for_rebase(3600.0 * 300)
+
+
+def test_the_index_keeps_the_density_rank_defines(tmp_path: Path) -> None:
+    from imgwarm.cache.index import Index
+    from imgwarm.manifest import Variant
+
+    index = Index(tmp_path / "index.sqlite")
+    sizes = {"a.webp": 1, "b.webp": 4096, "c.webp": 4097, "d.webp": 123_456}
+    index.set_source("k", [Variant(format="webp", width=320, height=200, bytes=size, path=p)
+                           for p, size in sizes.items()], prior=3)  # an int prior, too
+    index.add_scores({"b.webp": 2.5, "d.webp": 7})
+    found = dict(index.db.execute("SELECT path, density FROM variants"))
+    scores = {"b.webp": 2.5, "d.webp": 7}
+    for path, size in sizes.items():
+        assert found[path] == pytest.approx(density(scores.get(path, 0), 3, size))
+    index.close(keep=False)
