@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them: Python packages in a virtual environment (.venv),
-# and redis-server through apt-get when it is missing and we are root (the queue tests start
-# their own on a free port). Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
+# and redis-server, nginx and nghttp2-client through apt-get when missing and we are root (the
+# tests start their own servers on free ports). Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
 set -euo pipefail
 cd "$(dirname "$0")"
-if ! command -v redis-server >/dev/null 2>&1; then
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+command -v nghttp >/dev/null 2>&1 || missing+=(nghttp2-client)
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "test.sh: installing redis-server" >&2
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+        echo "test.sh: installing ${missing[*]}" >&2
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        # the tests start their own nginx on free ports: not the packaged service on port 80
+        if command -v service >/dev/null 2>&1; then service nginx stop >/dev/null 2>&1 || true; fi
     else
-        echo "test.sh: redis-server is missing (install it, e.g. apt-get install redis-server)" >&2
+        echo "test.sh: missing ${missing[*]} (install them, e.g. apt-get install ${missing[*]})" >&2
     fi
 fi
 python=${PYTHON:-python3}

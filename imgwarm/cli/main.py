@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli import cache, inspect, make, queue
+from imgwarm.cli import cache, inspect, make, queue, serve
 from imgwarm.cli.common import EXIT_FAILED
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.text import printable
@@ -33,7 +33,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 
 
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
-                cache.warm, inspect.config_, make.samples):
+                cache.warm, serve.nginx, inspect.config_, make.samples):
     cli.add_command(command)
 
 

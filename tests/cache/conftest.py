@@ -69,6 +69,17 @@ class Site:
         return [r for r in Stores.for_settings(self.settings.store).manifests.everything()
                 if isinstance(r, Manifest)]
 
+    def env(self) -> dict[str, str]:
+        """The site's settings as IMGWARM_* variables, for the commands."""
+        flat = self.settings.flat()
+        names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state",
+                 "ram_budget")
+        if flat["origin"] == "s3":
+            names += ("origin", "s3_bucket", "s3_endpoint_url", "s3_region")
+        env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
+        env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
+        return env
+
     def in_tier(self, tier: str) -> set[str]:
         root = self.settings.cache.ram_root if tier == "ram" else self.settings.cache.nvme_root
         return {str(p.relative_to(root)) for p in root.rglob("*")

@@ -147,12 +147,7 @@ def test_the_ram_tier_must_be_on_tmpfs(settings: Settings, tmp_path: Path, run_c
 
 
 def _env(site: Site) -> dict[str, str]:
-    flat = site.settings.flat()
-    names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state", "widths",
-             "ram_budget")
-    env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
-    env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
-    return env
+    return site.env()
 
 
 def test_a_full_tmpfs_stops_ram_alone_with_no_partial_file(settings: Settings,

@@ -1,0 +1,236 @@
+"""The nginx config that serves the variants: RAM tier, then NVMe, then the origin.
+
+Written from the settings (tier roots, origin, layout, log format) and a pages file (each
+page's preload Link) by two Jinja2 templates: ``http.conf.j2`` (maps, log format, the S3
+upstream: the http level) and ``server.conf.j2`` (the locations). The whole config is a
+``server`` holding the second, after the first; a snippet is the two files apart, for the
+user's own ``server``. Every value from outside passes through ``confsafe``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from imgwarm.config import Settings
+from imgwarm.exceptions import ImgwarmError, SettingsError
+from imgwarm.formats import OUTPUTS
+from imgwarm.serve.confsafe import bare, quoted, single_quoted
+from imgwarm.serve.pages import Page
+from imgwarm.store.layout import Layout
+from imgwarm.store.origin import S3_MANIFEST_FOLDER
+
+PUSH_REMOVED = (1, 25, 1)  # nginx removed HTTP/2 push (http2_push_preload) in 1.25.1
+PUSH_COOKIE = "imgwarm_pushed"
+# Response headers of S3 (and MinIO, Ceph, R2) that say nothing a visitor needs.
+S3_HIDDEN = (
+    "x-amz-id-2", "x-amz-request-id", "x-amz-version-id", "x-amz-server-side-encryption",
+    "x-amz-storage-class", "x-amz-expiration", "x-amz-restore", "x-amz-replication-status",
+    "x-amz-tagging-count", "x-amz-website-redirect-location", "x-amz-checksum-crc32",
+    "x-amz-checksum-crc32c", "x-amz-checksum-crc64nvme", "x-amz-checksum-sha1",
+    "x-amz-checksum-sha256", "x-amz-checksum-type", "x-amz-mp-parts-count",
+    "x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date",
+    "x-amz-object-lock-legal-hold", "x-amz-bucket-region", "x-amz-delete-marker",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-server-side-encryption-bucket-key-enabled",
+    "x-amz-id", "x-amz-content-sha256", "x-amz-sdk-checksum-algorithm", "x-amzn-requestid",
+    "x-amzn-trace-id", "x-minio-deployment-id", "x-ratelimit-limit", "x-ratelimit-remaining",
+    "x-content-type-options", "x-xss-protection", "strict-transport-security", "set-cookie",
+    "cache-control", "vary", "accept-ranges")
+
+
+class NginxError(ImgwarmError):
+    """nginx refused the config, or the config asks for what this nginx cannot do."""
+
+
+@dataclass
+class NginxOptions:
+    listen: str = "80"
+    server_name: str = "_"
+    image_prefix: str | None = None  # None: the image_prefix setting
+    site_root: Path | None = None
+    app: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    reuseport: bool = True
+    push: bool = False
+    tier_header: bool = False
+    access_log: str | None = None  # where nginx writes it (default: from access_logs)
+    pages: list[Page] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Config:
+    http: str  # maps, log format, upstream: the http level
+    server: str  # the locations and server-level directives
+    whole: str  # one file for http {}: the http part and a server holding the locations
+
+
+def nginx_version(binary: str = "nginx") -> tuple[int, ...] | None:
+    """The version of the nginx at ``binary`` (``nginx -v``), None when there is none."""
+    try:
+        done = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=10,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = re.search(r"nginx/(\d+)\.(\d+)\.(\d+)", done.stderr + done.stdout)
+    return tuple(int(n) for n in found.groups()) if found else None
+
+
+def check_push(version: tuple[int, ...] | None) -> None:
+    if version is None:
+        raise NginxError("--push needs to know the nginx it is for, and `nginx -v` found none "
+                         "here; preload (the default) needs no push")
+    if version >= PUSH_REMOVED:
+        shown = ".".join(map(str, version))
+        raise NginxError(f"--push: nginx {shown} has no HTTP/2 push (http2_push_preload was "
+                         "removed in 1.25.1); the preload Link headers are sent anyway, and "
+                         "Chrome (since 106) and Firefox (since 132) ignore push")
+
+
+def render(settings: Settings, options: NginxOptions) -> Config:
+    """The config (both parts, and the whole), every outside value checked."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      autoescape=False)  # nginx, not HTML: confsafe does the escaping
+    values = _values(settings, options)
+    http = env.get_template("http.conf.j2").render(**values)
+    server = env.get_template("server.conf.j2").render(**values)
+    whole = (f"# Written by `imgwarm nginx`: include it in http {{}} after mime.types.\n"
+             f"{http}\nserver {{\n{_listen(options)}{_indent(server)}}}\n")
+    return Config(http=http, server=server, whole=whole)
+
+
+def _values(settings: Settings, options: NginxOptions) -> dict[str, Any]:
+    cache, store = settings.cache, settings.store
+    prefix = options.image_prefix or cache.image_prefix
+    if not (prefix.startswith("/") and prefix.endswith("/")):
+        raise SettingsError(f"image_prefix {prefix!r} must start and end with /")
+    bare(prefix, "image_prefix")
+    if options.site_root is not None and options.app is not None:
+        raise SettingsError("--site-root and --app: one or the other")
+    site: dict[str, str] | None = None
+    if options.site_root is not None:
+        site = {"root": _path(options.site_root, "--site-root")}
+    elif options.app is not None:
+        parts = urlsplit(options.app)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise SettingsError(f"--app {options.app!r} must be an http:// or https:// URL")
+        site = {"root": "", "app": bare(options.app, "--app")}
+    log_format = "" if cache.log_format == "combined" else \
+        single_quoted(cache.log_format, "log_format")
+    return {
+        "prefix": prefix, "prefix_re": re.escape(prefix), "name_re": _name_re(settings),
+        "levels": store.shard_levels,
+        "ram_root": _path(cache.ram_root, "ram_root"),
+        "nvme_root": _path(cache.nvme_root, "nvme_root"),
+        "origin_root": _path(store.origin_root, "origin_root"),
+        "s3": _s3(settings) if store.origin == "s3" else None,
+        "site": site, "pages": options.pages, "push": options.push,
+        "cookie": PUSH_COOKIE, "tier_header": options.tier_header,
+        "log_format": log_format,
+        "access_log": _path(Path(options.access_log or _default_log(settings)), "access log"),
+    }
+
+
+def _name_re(settings: Settings) -> str:
+    """A variant's path, exactly: the shard folders of the layout, then {slug}.{hash}.{ext}."""
+    store = settings.store
+    layout = Layout(store.max_dir_entries, store.shard_levels)
+    width = -(-layout.bits // 4)
+    extensions = "|".join(sorted({f.extension for f in OUTPUTS.values()}))
+    return (f"(?:[0-9a-f]{{{width}}}/){{{store.shard_levels}}}(?:[a-z0-9-]+\\.)?"
+            f"[0-9a-f]{{{settings.image.hash_length}}}\\.(?:{extensions})")
+
+
+def _s3(settings: Settings) -> dict[str, Any]:
+    store = settings.store
+    bucket = store.s3_bucket or ""
+    endpoint = store.s3_endpoint_url or \
+        f"https://s3.{store.s3_region or 'us-east-1'}.amazonaws.com"
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"s3_endpoint_url {endpoint!r} must be an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = parts.hostname
+    virtual = store.s3_endpoint_url is None  # AWS: the bucket in the host name
+    if virtual:
+        host = f"{bucket}.{host}"
+    if store.s3_prefix.startswith(S3_MANIFEST_FOLDER):
+        raise SettingsError("s3_prefix must not be inside the manifest folder")
+    path = ("/" if virtual else f"/{bucket}/") + store.s3_prefix
+    return {"scheme": parts.scheme, "server": bare(f"{host}:{port}", "s3_endpoint_url"),
+            "host": bare(host, "s3 host"), "path": bare(path, "s3_bucket and s3_prefix"),
+            "hidden": S3_HIDDEN}
+
+
+def _default_log(settings: Settings) -> str:
+    for entry in settings.cache.access_logs:
+        if not any(c in entry for c in "*?["):
+            return entry
+    return "/var/log/nginx/imgwarm.access.log"
+
+
+def _path(path: Path | str, what: str) -> str:
+    text = str(Path(path).absolute())
+    return bare(text, what)
+
+
+def _listen(options: NginxOptions) -> str:
+    address = bare(options.listen, "--listen")
+    extra = " reuseport" if options.reuseport else ""
+    lines = []
+    if options.tls_cert is not None or options.tls_key is not None:
+        if options.tls_cert is None or options.tls_key is None:
+            raise SettingsError("--tls-cert and --tls-key go together")
+        lines.append(f"listen {address} ssl http2{extra};")
+        lines.append(f"ssl_certificate {_path(options.tls_cert, '--tls-cert')};")
+        lines.append(f"ssl_certificate_key {_path(options.tls_key, '--tls-key')};")
+    else:
+        lines.append(f"listen {address}{' http2' if options.push else ''}{extra};")
+    lines.append(f'server_name "{quoted(options.server_name, "--server-name")}";')
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def _indent(text: str) -> str:
+    return "".join(f"    {line}\n" if line.strip() else "\n" for line in text.splitlines())
+
+
+def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
+          binary: str = "nginx") -> None:
+    """``nginx -t`` on the config in a minimal nginx.conf; NginxError with nginx's message."""
+    if shutil.which(binary) is None:
+        raise NginxError(f"--check needs nginx, and there is no {binary!r} on PATH")
+    with tempfile.TemporaryDirectory(prefix="imgwarm-nginx-") as folder:
+        here = Path(folder)
+        if snippet:
+            (here / "http.conf").write_text(config.http)
+            (here / "server.conf").write_text(config.server)
+            body = (f"include {here}/http.conf;\nserver {{ listen {listen}; "
+                    f"include {here}/server.conf; }}\n")
+        else:
+            (here / "imgwarm.conf").write_text(config.whole)
+            body = f"include {here}/imgwarm.conf;\n"
+        main = here / "nginx.conf"
+        main.write_text(f"pid {here}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
+                        f"http {{\ninclude {_mime_types(binary)};\n{body}}}\n")
+        done = subprocess.run([binary, "-t", "-q", "-p", folder, "-c", str(main)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            message = done.stderr.replace(folder, "<config>").strip()
+            raise NginxError(f"nginx -t failed: {message}")
+
+
+def _mime_types(binary: str) -> str:
+    for candidate in ("/etc/nginx/mime.types", "/usr/local/nginx/conf/mime.types"):
+        if Path(candidate).is_file():
+            return candidate
+    raise NginxError("--check: no mime.types found next to nginx (/etc/nginx/mime.types)")

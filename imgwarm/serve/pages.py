@@ -1,0 +1,100 @@
+"""Pages: which images each page of the site shows, and the preload Link that follows.
+
+A pages file maps a page's path to the sources it shows, the first being its largest
+above-the-fold image (JSON or TOML)::
+
+    {"/": ["uploads/a.jpg", "uploads/b.jpg"], "/ads/17": ["uploads/c.jpg"]}
+
+Sources are named as in the manifest store, or as the files given to ``optimize``. The page's
+Link preloads its first image: one URL for old browsers, every width in ``imagesrcset``.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imgwarm.exceptions import ImgwarmError
+from imgwarm.manifest import Manifest, Variant
+from imgwarm.serve.confsafe import quoted
+from imgwarm.store import Stores
+from imgwarm.store.origin import local_key
+
+PREFERRED = ("webp", "jpeg")  # preload a format every browser takes (AVIF is not yet one)
+HREF_WIDTH = 640  # the URL for browsers without imagesrcset: a width that suits most slots
+
+
+class PagesError(ImgwarmError):
+    """A pages file that cannot be read, or names what imgwarm does not have."""
+
+
+@dataclass(frozen=True)
+class Page:
+    path: str  # quoted for nginx
+    link: str  # the Link header's value, quoted for nginx
+    images: tuple[str, ...]  # URL paths of the preloaded image's variants
+
+
+def read_pages(file: Path) -> dict[str, list[str]]:
+    """The pages file as page -> sources; PagesError naming the entry that is wrong."""
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise PagesError(f"cannot read the pages file {file}: {error.strerror}") from None
+    data: Any
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    except (UnicodeDecodeError, ValueError) as error:
+        kind = "TOML" if file.suffix == ".toml" else "JSON"
+        raise PagesError(f"the pages file {file} is not valid {kind}: {error}") from None
+    if not isinstance(data, dict):
+        raise PagesError(f"the pages file {file} must map page paths to lists of sources")
+    for page, sources in data.items():
+        if not page.startswith("/"):
+            raise PagesError(f"pages file {file}: page {page!r} must be a path starting with /")
+        if not isinstance(sources, list) or not sources or \
+                not all(isinstance(s, str) and s for s in sources):
+            raise PagesError(f"pages file {file}: page {page!r} must list one or more sources")
+    return data
+
+
+def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
+             sizes: str = "100vw") -> list[Page]:
+    """Each page's Link, from the manifest of its first source."""
+    found = []
+    for page, sources in pages.items():
+        manifest = _manifest(stores, sources[0])
+        if manifest is None:
+            raise PagesError(f"page {page!r}: no manifest for source {sources[0]!r} "
+                             "(optimize it first, or name it as the manifest store does)")
+        found.append(_page(page, manifest, prefix, sizes))
+    return found
+
+
+def _manifest(stores: Stores, source: str) -> Manifest | None:
+    found = stores.manifests.get(source)
+    if found is None and not source.startswith("/") and "://" not in source:
+        found = stores.manifests.get(local_key(Path(source)))
+    return found
+
+
+def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
+    variants: list[Variant] = []
+    for kind in PREFERRED:
+        variants = sorted((v for v in manifest.variants if v.format == kind),
+                          key=lambda v: v.width)
+        if variants:
+            break
+    if not variants:
+        raise PagesError(f"page {page!r}: source {manifest.key!r} has no WebP or JPEG variant")
+    href = next((v for v in variants if v.width >= HREF_WIDTH), variants[-1])
+    media = "image/webp" if variants[0].format == "webp" else "image/jpeg"
+    srcset = ", ".join(f"{prefix}{v.path} {v.width}w" for v in variants)
+    link = (f'<{prefix}{href.path}>; rel=preload; as=image; type="{media}"; '
+            f'imagesrcset="{srcset}"; imagesizes="{sizes}"; fetchpriority=high')
+    return Page(path=quoted(page, f"page {page!r}"), link=quoted(link, f"page {page!r}"),
+                images=tuple(prefix + v.path for v in variants))

@@ -1,0 +1,232 @@
+"""The emitted nginx config, in a real nginx: tiers filled by `imgwarm warm` from a local
+origin, and what nginx really answered."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from imgwarm.config import Settings
+from imgwarm.serve.nginx import NginxError, check_push
+from tests.cache.conftest import Site, make_site
+from tests.conftest import Cli
+from tests.servers import free_port, wait_for
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+@dataclass
+class Served:
+    site: Site
+    port: int
+    folder: Path
+    pages: Path
+
+    def get(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                headers = {k.lower(): v for k, v in answer.headers.items()}
+                return answer.status, headers, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, {k.lower(): v for k, v in error.headers.items()}, b""
+
+
+def emit(site: Site, *args: str | Path) -> tuple[int, str, str]:
+    done = Cli()("nginx", *args, env=site.env())
+    return done.exit_code, done.stdout, done.stderr
+
+
+@contextlib.contextmanager
+def running(site: Site, folder: Path, *args: str | Path) -> Iterator[Served]:
+    """nginx running the config `imgwarm nginx ARGS` emits for ``site``, on a free port."""
+    if not Path(NGINX).exists():
+        pytest.fail("nginx is not installed (./test.sh installs it as root)")
+    folder.mkdir()
+    port = free_port()
+    code, _, err = emit(site, *args, "--listen", f"127.0.0.1:{port}",
+                        "--access-log", folder / "access.log", "--check",
+                        "--out", folder / "imgwarm.conf")
+    assert code == 0, err
+    user = "user root;\n" if os.geteuid() == 0 else ""  # the tiers are in root's temp folders
+    (folder / "nginx.conf").write_text(
+        f"{user}pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
+        f"http {{ include /etc/nginx/mime.types; include {folder}/imgwarm.conf; }}\n")
+    server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
+                               "-g", "daemon off;"], stderr=subprocess.PIPE)
+    try:
+        found = Served(site, port, folder, Path())
+        wait_for(lambda: _answers(found), "nginx")
+        yield found
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def served(settings: Settings, tmp_path: Path, ram: Path) -> Iterator[Served]:
+    site = make_site(settings, tmp_path, ram, count=3, ram_budget="40K")
+    site.warm()
+    pages_root = tmp_path / "www"
+    (pages_root / "ads" / "1").mkdir(parents=True)
+    (pages_root / "index.html").write_text("<h1>home</h1>")
+    (pages_root / "ads" / "1" / "index.html").write_text("<h1>ad</h1>")
+    (pages_root / ".env").write_text("SECRET=1")
+    manifests = sorted(site.manifests(), key=lambda m: m.key)
+    pages = tmp_path / "pages.json"
+    pages.write_text(json.dumps({"/": [manifests[0].key], "/ads/1/": [manifests[1].key]}))
+    with running(site, tmp_path / "nginx", "--pages", pages, "--site-root", pages_root,
+                 "--tier-header") as found:
+        found.pages = pages
+        yield found
+
+
+def _answers(served: Served) -> bool:
+    try:
+        return served.get("/")[0] in (200, 404)
+    except OSError:  # not listening yet
+        return False
+
+
+def _variant_in(site: Site, tier: str, not_in: str | None = None, ext: str = ".webp") -> str:
+    found = site.in_tier(tier) - (site.in_tier(not_in) if not_in else set())
+    return sorted(p for p in found if p.endswith(ext))[0]
+
+
+def test_each_tier_answers_with_immutable_caching_and_its_type(served: Served) -> None:
+    site = served.site
+    hot = _variant_in(site, "ram")
+    cold = _variant_in(site, "nvme", not_in="ram")
+    gone = _variant_in(site, "nvme", not_in="ram", ext=".jpg")
+    (site.settings.cache.nvme_root / gone).unlink()  # only the origin has it now
+    for path, tier, media in ((hot, "ram", "image/webp"), (cold, "nvme", "image/webp"),
+                              (gone, "origin", "image/jpeg")):
+        status, headers, body = served.get(f"/{path}")
+        assert (status, headers.get("x-cache-tier"), headers["content-type"]) == \
+            (200, tier, media), path
+        assert headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert body == (site.settings.store.origin_root / path).read_bytes()
+    status, headers, _ = served.get(f"/{hot}", method="POST")
+    assert status in (403, 405)
+
+
+def test_a_page_gets_its_preload_link_and_an_image_does_not(served: Served) -> None:
+    manifests = sorted(served.site.manifests(), key=lambda m: m.key)
+    status, headers, body = served.get("/")  # answered by index.html: $uri changes
+    assert status == 200 and body == b"<h1>home</h1>"
+    link = headers["link"]
+    webp = sorted((v for v in manifests[0].variants if v.format == "webp"),
+                  key=lambda v: v.width)
+    assert link.startswith("</") and 'rel=preload; as=image; type="image/webp"' in link
+    assert "fetchpriority=high" in link and 'imagesizes="100vw"' in link
+    assert all(f"/{v.path} {v.width}w" in link for v in webp)
+    status, headers, _ = served.get("/ads/1/")
+    assert status == 200 and manifests[1].variants[0].path.split("/")[0] in headers["link"]
+    assert "link" not in served.get("/?q=1")[1] or served.get("/?q=1")[1]["link"] == link
+    status, headers, _ = served.get(f"/{webp[0].path}")
+    assert status == 200 and "link" not in headers  # never on images
+    assert "link" not in served.get("/ads/2/")[1]
+
+
+def test_only_hashed_variant_names_are_served(served: Served) -> None:
+    site = served.site
+    hot = _variant_in(site, "ram")
+    folder = site.settings.cache.ram_root / Path(hot).parent
+    (folder / ".tmp-0123.part").write_bytes(b"partial")
+    (folder / "notes.txt").write_bytes(b"not a variant")
+    for path in ("/.imgwarm-tier", f"/{Path(hot).parent}/.tmp-0123.part",
+                 f"/{Path(hot).parent}/notes.txt", "/.env", f"/{hot}.bak",
+                 f"/{hot.replace('.webp', '.WEBP')}"):
+        assert served.get(path)[0] == 404, path
+    for path in ("/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/a/../../etc/passwd"):
+        status, _, body = served.get(path)
+        assert status in (400, 404) and b"root:" not in body, path
+
+
+def test_nginx_logs_what_warm_reads(served: Served) -> None:
+    hot = _variant_in(served.site, "nvme", not_in="ram")
+    for _ in range(5):
+        assert served.get(f"/{hot}")[0] == 200
+    report = served.site.warm(access_logs=[str(served.folder / "access.log")])
+    assert report.requests_to_variants == 5 and report.malformed_lines == 0
+
+
+def test_the_snippet_passes_nginx_t(served: Served, tmp_path: Path) -> None:
+    out = tmp_path / "snippet"
+    code, _, err = emit(served.site, "--snippet", "--pages", served.pages, "--check",
+                        "--out", out)
+    assert code == 0, err
+    assert "location @imgwarm_nvme" in (out / "imgwarm-server.conf").read_text()
+    assert "map $imgwarm_page $imgwarm_preload" in (out / "imgwarm-http.conf").read_text()
+
+
+def test_hostile_pages_are_escaped_or_refused(served: Served, tmp_path: Path) -> None:
+    key = served.site.manifests()[0].key
+    escaped = tmp_path / "escaped.json"
+    escaped.write_text(json.dumps({'/a"b;} {#x\\': [key]}))
+    out = tmp_path / "ok.conf"
+    code, _, err = emit(served.site, "--pages", escaped, "--check", "--out", out)
+    assert code == 0, err
+    assert '"/a\\"b;} {#x\\\\"' in out.read_text()
+    for page in ("/a$host", "/a\nb", "/a\x00b", "/a\u202eb"):
+        hostile = tmp_path / "hostile.json"
+        hostile.write_text(json.dumps({page: [key]}))
+        refused = tmp_path / "refused.conf"
+        code, _, err = emit(served.site, "--pages", hostile, "--out", refused)
+        assert code == 1 and "cannot go into an nginx config" in err and repr(page) in err
+        assert not refused.exists()
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps({"/": ["no/such/source.jpg"]}))
+    code, _, err = emit(served.site, "--pages", missing)
+    assert code == 1 and "no manifest for source 'no/such/source.jpg'" in err
+
+
+def test_push_is_refused_where_nginx_has_none() -> None:
+    check_push((1, 22, 1))
+    for version in ((1, 25, 1), (1, 27, 0), None):
+        with pytest.raises(NginxError, match="push"):
+            check_push(version)
+
+
+def test_an_s3_origin_serves_variants_and_nothing_else(settings: Settings, tmp_path: Path,
+                                                       ram: Path, s3_server: object) -> None:
+    bucket = s3_server.new_bucket()  # type: ignore[attr-defined]
+    site = make_site(settings, tmp_path, ram, count=2, origin="s3", s3_bucket=bucket,
+                     s3_endpoint_url=s3_server.endpoint,  # type: ignore[attr-defined]
+                     s3_region="us-east-1")
+    client = s3_server.client  # type: ignore[attr-defined]
+    client.put_object(Bucket=bucket, Key="uploads/original.jpg", Body=b"the original")
+    # nginx reads anonymously: the bucket lets anyone read what is in shard folders (variants),
+    # nothing else (originals, manifests), as the README's policy says.
+    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+            "Resource": f"arn:aws:s3:::{bucket}/??/??/??/*"}]}))
+    keys = set(s3_server.keys(bucket))  # type: ignore[attr-defined]
+    variant = sorted(k for k in keys if k.endswith(".webp"))[0]
+    manifest = sorted(k for k in keys if k.startswith(".imgwarm/manifests/"))[0]
+    with running(site, tmp_path / "nginx", "--tier-header") as served:  # tiers empty
+        status, headers, body = served.get(f"/{variant}")
+        assert (status, headers.get("x-cache-tier"), headers["content-type"]) == \
+            (200, "origin", "image/webp")
+        assert headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert not [h for h in headers if h.startswith(("x-amz", "x-minio"))], headers
+        assert body == client.get_object(Bucket=bucket, Key=variant)["Body"].read()
+        assert served.get(f"/{variant}", method="HEAD")[0] == 200
+        missing = variant.replace(variant.rsplit(".", 2)[1], "0" * 16)
+        for path in (missing, "uploads/original.jpg", manifest, ".imgwarm/manifests/",
+                     "", "?list-type=2", f"{variant}?acl"):
+            status, headers, body = served.get(f"/{path}")
+            assert status == 404 or (path == f"{variant}?acl" and body.startswith(b"RIFF")), \
+                path
+            assert b"ListBucketResult" not in body and b"<Error>" not in body, path
