@@ -71,9 +71,7 @@ def _settings(base: Path, ram: Path, **extra: Any) -> Settings:
 
 
 def _env(settings: Settings) -> dict[str, str]:
-    flat = settings.flat()
-    names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state")
-    return {**os.environ, **{f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}}
+    return {**os.environ, **Site(settings, Path(), Path()).env()}
 
 
 def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
@@ -108,10 +106,10 @@ def bench_copy(work: Path, files: int, runs: int) -> dict[str, Any]:
             order = ["imgwarm", "rsync"] if run % 2 == 0 else ["rsync", "imgwarm"]
             for what in order:
                 shutil.rmtree(target, ignore_errors=True)
-                _quiet_caches()
                 if what == "imgwarm":
                     _clear_tiers(settings)
-                    _quiet_caches()
+                _quiet_caches()
+                if what == "imgwarm":
                     took, out = _timed(warm_cmd, env)
                     report = json.loads(out)
                     times["imgwarm"].append(took)

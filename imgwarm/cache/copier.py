@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import multiprocessing
 import os
 import signal
 from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from imgwarm.cache.tiers import Tier
-from imgwarm.exceptions import LayoutError, StorageError
+from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
 from imgwarm.store import Store
 
 S3_THREADS = 16  # downloads in flight: a bounded pool
@@ -29,8 +29,24 @@ PROCESSES_PER_CORE = 2  # one reads while the other waits on the disk
 
 # (path, bytes, the tiers to write it to, read it from the NVMe tier first)
 Item = tuple[str, int, tuple[str, ...], bool]
-# True: placed, whole; False: the origin has no such file (or not that size); str: tier full
-Result = bool | str
+
+
+@dataclass(frozen=True)
+class Full:
+    """The tier's file system is full: placement in it stops."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """This file could not be read or written (the others go on)."""
+
+    message: str
+
+
+# True: placed, whole; False: the origin has no such file (or not that size)
+Result = bool | Full | Failed
 
 _PR_SET_PDEATHSIG = 1
 _state: dict[str, Any] = {}  # a worker process's tiers and origin (given once, at its start)
@@ -67,12 +83,6 @@ class Copier:
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
-    def __enter__(self) -> Copier:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
 
 def _start(tiers: dict[str, Tier], origin: Store, drop: tuple[int, ...]) -> None:
     _state["tiers"], _state["origin"] = tiers, origin
@@ -97,6 +107,8 @@ def place_one(tiers: dict[str, Tier], origin: Store, item: Item) -> tuple[Result
             data = origin.read(path)
     except LayoutError:
         data = None
+    except StorageError as error:  # a read error, after the store's own retries
+        return tuple(Failed(str(error)) for _ in targets)
     if data is None or len(data) != size:
         return tuple(False for _ in targets)
     return tuple(_write(tiers[name], path, data) for name in targets)
@@ -108,11 +120,8 @@ def _write(tier: Tier, path: str, data: bytes) -> Result:
     try:
         if not tier.write(path, data) and tier.size_of(path) != size:
             tier.write(path, data, replace=True)  # a damaged leftover under the name
-    except StorageError as error:
-        cause = error.__cause__ or error.__context__
-        if "No space left" in str(error) or getattr(cause, "errno", None) == errno.ENOSPC:
-            return f"{tier.name} tier full at {tier.root}: {error}"
-        raise
-    except LayoutError:
-        return False
+    except TransientStorageError as error:  # a full disk or quota (local._write_error)
+        return Full(f"{tier.name} tier full at {tier.root}: {error}")
+    except (StorageError, LayoutError) as error:  # a folder full, a file it cannot write
+        return Failed(str(error))
     return True

@@ -43,6 +43,7 @@ CREATE INDEX IF NOT EXISTS on_nvme ON variants (bytes) WHERE nvme IS NOT NULL;
 CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
     WHERE nvme IN ('placing', 'evicting');
 CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
+CREATE INDEX IF NOT EXISTS pinned ON variants (path) WHERE pinned = 1;
 """
 
 
@@ -62,10 +63,6 @@ class Index:
         self.db.execute("COMMIT")
         self.db.execute("BEGIN")
 
-    def rollback(self) -> None:
-        self.db.execute("ROLLBACK")
-        self.db.execute("BEGIN")
-
     def close(self, *, keep: bool) -> None:
         self.db.execute("COMMIT" if keep else "ROLLBACK")
         self.db.close()
@@ -81,9 +78,16 @@ class Index:
 
     # --- sources and their variants ------------------------------------------------------------
 
+    @staticmethod
+    def stored(key: str) -> str:
+        """A source key as the index keeps it: one that was not UTF-8 (a file name's odd bytes,
+        kept as surrogates) with those bytes as backslash escapes; the same key every time."""
+        return key.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
     def set_source(self, key: str, variants: list[Variant], prior: float) -> tuple[int, int]:
         """The variants ``key`` references now (none: it is gone). New variants start with
         ``prior``. Returns (references added, references dropped)."""
+        key = self.stored(key)
         old = {row[0] for row in self.db.execute("SELECT path FROM refs WHERE key = ?", (key,))}
         new = {v.path: v for v in variants}
         added = [v for path, v in new.items() if path not in old]
@@ -169,9 +173,14 @@ class Index:
     def choose(self, budget: int, *, max_width: int, page: int) -> dict[str, int]:
         """What a tier of ``budget`` bytes should hold (path -> bytes): the pinned, then the
         densest variants up to ``max_width``, each counted in whole pages of ``page`` bytes."""
-        ranked = (replace(c, size=pages(c.size, page)) for c in self.ranked(max_width))
-        chosen = {c.path for c in choose(ranked, budget)}
-        return self.sizes(chosen)
+        sizes: dict[str, int] = {}
+
+        def in_pages(candidates: Iterator[Candidate]) -> Iterator[Candidate]:
+            for candidate in candidates:
+                sizes[candidate.path] = candidate.size
+                yield replace(candidate, size=pages(candidate.size, page))
+
+        return {c.path: sizes[c.path] for c in choose(in_pages(self.ranked(max_width)), budget)}
 
     def held(self, tier: str) -> dict[str, int]:
         """What a tier holds or is being given: path -> bytes."""
@@ -210,22 +219,18 @@ class Index:
         """The tier was found empty (a reboot, a new disk): it holds nothing."""
         self.db.execute(f"UPDATE variants SET {_column(tier)} = NULL")
 
-    def sizes(self, paths: Iterable[str]) -> dict[str, int]:
+    def sizes(self, paths: Iterable[str], *, placed_in: str | None = None) -> dict[str, int]:
+        """path -> bytes of those of ``paths`` the index knows (and ``placed_in`` that tier
+        holds, whole)."""
+        where = "" if placed_in is None else f" AND {_column(placed_in)} = 'placed'"
         found: dict[str, int] = {}
         batch = list(paths)
         for start in range(0, len(batch), 500):
             part = batch[start:start + 500]
             marks = ",".join("?" * len(part))
             found.update(self.db.execute(
-                f"SELECT path, bytes FROM variants WHERE path IN ({marks})", part))
+                f"SELECT path, bytes FROM variants WHERE path IN ({marks}){where}", part))
         return found
-
-    def counts(self) -> dict[str, int]:
-        row = self.db.execute(
-            "SELECT count(*), total(refs > 0), total(ram = 'placed'), total(nvme = 'placed') "
-            "FROM variants").fetchone()
-        return {"variants": int(row[0]), "referenced": int(row[1]), "ram": int(row[2]),
-                "nvme": int(row[3])}
 
 
 def _density(score: str, prior: str, size: str) -> str:

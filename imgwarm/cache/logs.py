@@ -18,6 +18,7 @@ import glob
 import gzip
 import hashlib
 import itertools
+import math
 import multiprocessing
 import os
 import struct
@@ -134,9 +135,13 @@ def _blocks(path: Path, offset: int, hits: Hits) -> Iterator[tuple[bytes, int]]:
 
 def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
            when: float, hits: Hits) -> Iterator[int]:
-    """Weigh the requests of each block into ``hits``; yields the offset after each block."""
+    """Weigh the requests of each block into ``hits`` (``when``: now, the time of a block
+    with no readable time); yields the offset after each block."""
+    now = when
     for block, offset in blocks:
-        when = log_format.time_of(block) or when
+        found_time = log_format.time_of(block)
+        if found_time is not None and math.isfinite(found_time):
+            when = min(found_time, now)  # a line from the future counts as now
         weight = weigh(when)
         found, unreadable = log_format.requests(block)
         hits.lines += block.count(b"\n")
@@ -148,15 +153,18 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
         yield offset
 
 
-def _parse(block: bytes, text: str, weigh: Decay, when: float) -> tuple[Hits, float]:
-    """One block, in a worker process: its hits, and the time it ended at. Timed a
-    megabyte of lines at a time, as a block read here is."""
+def _parse(block: bytes, text: str, weigh: Decay, when: float) -> Hits:
+    """One block, in a worker process: its hits, timed a megabyte of lines at a time, as a
+    block read here is."""
+    return _parsed((block[i:i + BLOCK] for i in range(0, len(block), BLOCK)), text, weigh, when)
+
+
+def _parsed(chunks: Iterator[bytes], text: str, weigh: Decay, when: float) -> Hits:
     hits = Hits()
     log_format = _formats.get(text) or _formats.setdefault(text, LogFormat(text))
-    pieces = _realigned((block[i:i + BLOCK], 0) for i in range(0, len(block), BLOCK))
-    for _ in _count(pieces, log_format, weigh, when, hits):
+    for _ in _count(_realigned((c, 0) for c in chunks), log_format, weigh, when, hits):
         pass
-    return hits, when
+    return hits
 
 
 def _realigned(chunks: Iterator[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
@@ -173,11 +181,19 @@ def _realigned(chunks: Iterator[tuple[bytes, int]]) -> Iterator[tuple[bytes, int
 
 
 def _range(path: str, start: int, end: int, text: str, weigh: Decay,
-           when: float) -> tuple[Hits, float]:
-    """A worker's share of a large plain file: the whole lines in [start, end)."""
+           when: float) -> Hits:
+    """A worker's share of a large plain file: the whole lines in [start, end), read a
+    block at a time (a share of a large log is larger than memory)."""
     with open(path, "rb") as handle:
         handle.seek(start)
-        return _parse(handle.read(end - start), text, weigh, when)
+
+        def chunks() -> Iterator[bytes]:
+            left = end - start
+            while left > 0 and (data := handle.read(min(BLOCK, left))):
+                left -= len(data)
+                yield data
+
+        return _parsed(chunks(), text, weigh, when)
 
 
 def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
@@ -209,7 +225,7 @@ def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: De
         futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when)
                    for a, b in ranges]
         for future in futures:
-            _merge(hits, future.result()[0])
+            _merge(hits, future.result())
     hits.bytes_read += end - offset
     return end
 
@@ -231,17 +247,16 @@ def _in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, wei
     decompressed) here meanwhile; results are merged in order. Yields offsets as ``_count``."""
     fork = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=PROCESSES, mp_context=fork) as pool:
-        pending: deque[tuple[Future[tuple[Hits, float]], int]] = deque()
+        pending: deque[tuple[Future[Hits], int]] = deque()
         for block, offset in _joined(blocks, PARALLEL_BLOCK):
             pending.append((pool.submit(_parse, block, log_format.text, weigh, when), offset))
             while len(pending) > 2 * PROCESSES:
                 future, done = pending.popleft()
-                part, when = future.result()
-                _merge(hits, part)
+                _merge(hits, future.result())
                 yield done
         while pending:
             future, done = pending.popleft()
-            _merge(hits, future.result()[0])
+            _merge(hits, future.result())
             yield done
 
 

@@ -36,7 +36,9 @@ class Decay:
     half_life: float
 
     def __call__(self, t: float) -> float:
-        return float(2.0 ** ((t - self.epoch) / self.half_life))
+        """The weight at ``t``; at most that of REBASE_AFTER half-lives (a time far ahead,
+        from a clock gone wrong or a forged log line, must not overflow a float)."""
+        return float(2.0 ** min((t - self.epoch) / self.half_life, 2 * REBASE_AFTER))
 
     def due_for_rebase(self, now: float) -> bool:
         return (now - self.epoch) / self.half_life > REBASE_AFTER
@@ -50,15 +52,6 @@ def pages(size: int, page: int = PAGE) -> int:
 def density(score: float, prior: float, size: int) -> float:
     """Value per page taken."""
     return (score + prior) / pages(size)
-
-
-def prior_weight(scores: Iterable[float], now_weight: float) -> float:
-    """The prior of a variant uploaded now: the ``PRIOR_PERCENTILE`` score among variants
-    with traffic, or the weight of one request now when there is none yet."""
-    ranked = sorted(s for s in scores if s > 0)
-    if not ranked:
-        return now_weight
-    return ranked[min(len(ranked) - 1, int(len(ranked) * PRIOR_PERCENTILE))]
 
 
 @dataclass(frozen=True)
@@ -81,8 +74,3 @@ def choose(candidates: Iterable[Candidate], budget: int) -> Iterator[Candidate]:
             yield candidate
         if left <= 0:
             return
-
-
-def best_first(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """The order ``choose`` wants, for callers that do not get it from an index."""
-    return sorted(candidates, key=lambda c: (not c.pinned, -c.density, c.path))

@@ -10,16 +10,29 @@ in RAM at all.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import itertools
 import json
 import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from imgwarm.exceptions import SettingsError, StorageError
 from imgwarm.store.local import LocalStore
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
+
+
+def _libc_syncfs() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_syncfs = _libc_syncfs()
 
 
 def filesystem_type(path: Path) -> str:
@@ -65,6 +78,16 @@ class Tier(LocalStore):
         self.write(IDENTITY, body, replace=True)
         return value
 
+    def sync(self) -> None:
+        """Flush what was written to this tier's file system (syncfs: not every disk's)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if _syncfs is None or _syncfs(fd) != 0:
+                os.sync()
+        finally:
+            os.close(fd)
+
     def space(self) -> tuple[int, int]:
         """(total, free) bytes of the tier's file system."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -88,7 +111,10 @@ class Tiers:
 
     @classmethod
     def open(cls, ram_root: Path, nvme_root: Path, *, max_entries: int,
-             allow_non_tmpfs: bool) -> Tiers:
+             allow_non_tmpfs: bool, others: dict[str, Path] | None = None) -> Tiers:
+        """The tiers, refused when the RAM root is not on a tmpfs, or when a tier and another
+        folder (``others``: the cache state, the origin) are one inside the other: ``--full``
+        would take the other's files for strays."""
         kind = filesystem_type(ram_root)
         if kind != "tmpfs" and not allow_non_tmpfs:
             raise SettingsError(
@@ -96,8 +122,7 @@ class Tiers:
                 f"Mount one (mount -t tmpfs -o size=4G tmpfs {ram_root}) or set ram_root "
                 "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
                 "takes it anyway")
-        if os.path.realpath(ram_root) == os.path.realpath(nvme_root):
-            raise SettingsError("ram_root and nvme_root are the same folder")
+        _apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
         try:
             ram_root.mkdir(parents=True, exist_ok=True)
             nvme_root.mkdir(parents=True, exist_ok=True)
@@ -109,3 +134,12 @@ class Tiers:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.ram, self.nvme))
+
+
+def _apart(folders: dict[str, Path]) -> None:
+    real = {name: os.path.realpath(folder) for name, folder in folders.items()}
+    for (a, path_a), (b, path_b) in itertools.combinations(real.items(), 2):
+        if path_a == path_b or path_a.startswith(path_b + "/") or \
+                path_b.startswith(path_a + "/"):
+            raise SettingsError(f"{a} ({folders[a]}) and {b} ({folders[b]}) must be apart: "
+                                "one holds the other")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import re
 import time
@@ -35,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from imgwarm.cache.copier import Copier, Item, Result
+from imgwarm.cache.copier import Copier, Failed, Item, Result
 from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import Hits, log_files, read_logs
@@ -44,6 +43,7 @@ from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record
+from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Stores, safe_relative
 from imgwarm.store.layout import hash_of_name
 
@@ -66,6 +66,8 @@ class TierReport:
     budget: int | None = None
     repaired: int = 0  # --full: missing or damaged files copied again, strays removed
     missing: int = 0  # not in the origin: not placed
+    failed: int = 0  # could not be read or written (an I/O error): not placed, tried again
+    errors: str | None = None  # the first such error
     stopped: str | None = None  # why placement in this tier stopped (a full disk)
     reset: bool = False  # found empty (a reboot, a new disk): filled again
 
@@ -99,6 +101,7 @@ class WarmReport:
         def tier(name: str, t: TierReport) -> str:
             text = (f"{name} +{t.copied} ({_mib(t.copied_bytes)}) -{t.evicted} "
                     f"({_mib(t.evicted_bytes)}), holds {t.held} ({_mib(t.held_bytes)})")
+            text += f", {t.failed} failed ({t.errors})" if t.failed else ""
             return text + (f" STOPPED: {t.stopped}" if t.stopped else "")
         share = "-" if self.ram_hit_share is None else f"{self.ram_hit_share:.1%}"
         return (f"{'would ' if self.dry_run else ''}warm: {tier('ram', self.ram)}; "
@@ -168,9 +171,13 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
     except LogFormatError as error:
         raise SettingsError(f"log_format (--log-format): {error}") from None
     with _lock(cache.cache_state) as lock:
+        others = {"cache_state": cache.cache_state}
+        if settings.store.origin == "local":
+            others |= {"origin_root": settings.store.origin_root,
+                       "manifest_root": settings.store.manifest_root}
         tiers = Tiers.open(cache.ram_root, cache.nvme_root,
                            max_entries=settings.store.max_dir_entries,
-                           allow_non_tmpfs=cache.ram_allow_non_tmpfs)
+                           allow_non_tmpfs=cache.ram_allow_non_tmpfs, others=others)
         index = Index(cache.cache_state / "index.sqlite")
         run = _Run(settings, tiers, index, Stores.for_settings(settings.store),
                    now or time.time(), dry_run, progress or (lambda *_: None))
@@ -220,8 +227,6 @@ class _Run:
             budget = self._report(tier).budget
             if tier.name in self.planned and not self._report(tier).stopped:
                 self.index.remember(f"{tier.name}_budget", budget)
-        if not self.dry_run and self.report.nvme.copied:
-            os.sync()  # the NVMe tier's files are on disk before the index says so
         self._finish()
 
     # --- steps ----------------------------------------------------------------------------------
@@ -234,8 +239,11 @@ class _Run:
         else:
             old = Decay(epoch, self.index.meta("half_life", half_life))
             if old.half_life != half_life or old.due_for_rebase(self.now):
-                epoch = self.now  # scores kept at their value now, in the new terms
-                self.index.rescale(1.0 / old(self.now))
+                # scores kept at their value now, in the new terms (epoch - now: a factor
+                # that goes to 0 after a long pause, never an overflow)
+                self.index.rescale(float(2.0 ** max((old.epoch - self.now) / old.half_life,
+                                                    -1000.0)))
+                epoch = self.now
         self.index.remember("epoch", epoch)
         self.index.remember("half_life", half_life)
         return Decay(epoch, half_life)
@@ -256,6 +264,7 @@ class _Run:
         for tier in self.tiers:
             for path, size, state in self.index.unsettled(tier.name):
                 self.touched.add(tier.name)
+                self.changed = True  # what a tier holds moved: plan again
                 there = tier.size_of(path) == size
                 if state == "evicting" or not there:
                     if not self.dry_run:
@@ -277,7 +286,7 @@ class _Run:
                 if name not in held:  # a stray: not ours, or lost from the index
                     report.repaired += 1
                     if not self.dry_run:
-                        tier.delete(name)
+                        _remove_stray(tier, name)
                     continue
                 if not _whole(tier, name, held.pop(name)):
                     report.repaired += 1
@@ -294,9 +303,9 @@ class _Run:
         journal = self.stores.manifests.changes
         cursor = self.index.meta("changes")
         records: list[tuple[str, Record | None, float]]
-        if full or cursor is None or journal is None:
+        if full or journal is None or cursor is None or not journal.readable(cursor):
             fresh = journal.now() if journal is not None else ""
-            listed = {r.key: r for r in self.stores.manifests.everything()}
+            listed = {Index.stored(r.key): r for r in self.stores.manifests.everything()}
             known = {k for (k,) in self.index.db.execute("SELECT DISTINCT key FROM refs")}
             records = [(k, r, self.now) for k, r in listed.items()]
             records += [(k, None, self.now) for k in known - set(listed)]
@@ -415,11 +424,11 @@ class _Run:
                 self.index.remember(f"held:{tier.name}", held)
             report = self._report(tier)
             report.held, report.held_bytes = held
-        share = self.index.meta("hit_share", [])
-        if not share or self.changed or self.touched:
-            share = [self.index.hit_share()]
+        share = self.index.meta("hit_share")
+        if share is None or self.changed or self.touched:
+            share = self.index.hit_share()
             self.index.remember("hit_share", share)
-        in_ram, total = share[0]
+        in_ram, total = share
         self.report.ram_hit_share = in_ram / total if total > 0 else None
         self._commit()
 
@@ -453,12 +462,14 @@ class _Run:
         written to both; one only RAM wants is read from NVMe when it is there (faster than
         the origin). Each batch is marked ``placing`` in the index before and settled after;
         a tier found full stops, the other goes on."""
-        on_nvme = self.index.held("nvme") if wanted["ram"] else {}
         paths = sorted(wanted["nvme"].keys() | wanted["ram"].keys())
         for start in range(0, len(paths), BATCH):
             self.progress("tiers", start, len(paths))
             items: list[Item] = []
-            for path in paths[start:start + BATCH]:
+            part = paths[start:start + BATCH]
+            on_nvme = self.index.sizes((p for p in part if p not in wanted["nvme"]),
+                                       placed_in="nvme")
+            for path in part:
                 targets = tuple(t.name for t in self.tiers
                                 if path in wanted[t.name] and not self._report(t).stopped)
                 size = wanted["nvme"].get(path) or wanted["ram"][path]
@@ -478,6 +489,8 @@ class _Run:
                 self.touched.add(tier.name)
             self._commit()
             results = self._copier().place(items)
+            if any("nvme" in targets for _, _, targets, _ in items):
+                self.tiers.nvme.sync()  # on the disk before the index says they are placed
             for tier in self.tiers:
                 self._settle(tier, items, results)
             self._commit()
@@ -498,8 +511,11 @@ class _Run:
             failed.append(path)
             if result is False:
                 report.missing += 1
+            elif isinstance(result, Failed):
+                report.failed += 1
+                report.errors = report.errors or result.message
             elif report.stopped is None:
-                report.stopped = result
+                report.stopped = result.message
         self.index.mark(tier.name, placed, "placed")
         self.index.mark(tier.name, failed, None)
         report.copied += len(placed)
@@ -519,4 +535,14 @@ def _whole(tier: Tier, name: str, size: int) -> bool:
         return False
     data = tier.read(name)
     digest = hash_of_name(PurePosixPath(name).name)
-    return data is not None and hashlib.sha256(data).hexdigest().startswith(digest)
+    return data is not None and content_hash(data).startswith(digest)
+
+
+def _remove_stray(tier: Tier, name: str) -> None:
+    """A file the listing found (never through a link) that is not ours; its name may be one
+    no key could have (odd bytes, a backslash): removed as listed."""
+    try:
+        tier.delete(name)
+    except LayoutError:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(tier.root, name))

@@ -56,8 +56,8 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
     reboot empties a tmpfs) is filled again. Copies are atomic; a full disk stops that tier
     alone; two runs on the same tiers never interleave.
 
-    Exit status: 0 when the run did what it planned, 1 when a tier stopped (full) or the
-    run failed, 2 for usage errors.
+    Exit status: 0 when the run did what it planned, 1 when a tier stopped (full), a file
+    could not be copied, or the run failed; 2 for usage errors.
     """
     from imgwarm.config.units import parse_duration
 
@@ -69,11 +69,17 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
     logs = list(access_logs) or None
     if pause is None:
         report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
-        stopped = report is None or report.ram.stopped or report.nvme.stopped
-        ctx.exit(EXIT_FAILED if stopped else EXIT_OK)
+        whole = report is not None and not any(
+            t.stopped or t.failed for t in (report.ram, report.nvme))
+        ctx.exit(EXIT_OK if whole else EXIT_FAILED)
     try:
         while True:
-            _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+            try:
+                _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+            except (click.UsageError, KeyboardInterrupt):
+                raise
+            except Exception as error:  # a service goes on: one line, and the next run
+                click.echo(f"warm FAILED (unexpected {type(error).__name__}): {error}", err=True)
             full = False  # a reconciliation once, at the start
             time.sleep(pause)
     except KeyboardInterrupt:

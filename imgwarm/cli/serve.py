@@ -62,7 +62,13 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     Exit status: 0 written, 1 nginx -t failed or push refused, 2 usage errors.
     """
     from imgwarm.exceptions import ImgwarmError, SettingsError
-    from imgwarm.serve.nginx import NginxOptions, check_push, nginx_version, render
+    from imgwarm.serve.nginx import (
+        NginxOptions,
+        check_push,
+        image_prefix,
+        nginx_version,
+        render,
+    )
     from imgwarm.serve.nginx import check as nginx_check
     from imgwarm.serve.pages import preloads, read_pages
     from imgwarm.store import Stores
@@ -72,7 +78,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     if snippet and out is None:
         raise click.UsageError("--snippet writes two files: give --out FOLDER")
     try:
-        prefix = options["image_prefix"] or settings.cache.image_prefix
+        prefix = image_prefix(settings, options["image_prefix"])
         found = preloads(read_pages(pages), Stores.for_settings(settings.store),
                          prefix=prefix, sizes=sizes) if pages is not None else []
         if options["push"]:
@@ -83,7 +89,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
             app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
             reuseport=not options["no_reuseport"], push=options["push"],
             tier_header=options["tier_header"], access_log=options["access_log"],
-            pages=found))
+            pages=found), snippet=snippet)
         if check:
             nginx_check(config, snippet=snippet)
     except SettingsError as error:

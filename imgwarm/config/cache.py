@@ -59,10 +59,15 @@ class CacheSettings(BaseModel):
     def _csv(cls, value: Any) -> Any:
         return split_csv(value)
 
-    @field_validator("ram_budget", "nvme_budget")
+    @field_validator("ram_budget")
     @classmethod
-    def _size(cls, value: str) -> str:
-        return str(parse_size(value)) if value.strip() else ""
+    def _ram_size(cls, value: str) -> str:
+        return str(parse_size(value))  # always one ("0": no RAM tier); empty is refused
+
+    @field_validator("nvme_budget")
+    @classmethod
+    def _nvme_size(cls, value: str) -> str:
+        return str(parse_size(value)) if value.strip() else ""  # none: every variant
 
     @field_validator("hot_half_life")
     @classmethod

@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.IGNORECASE)
-_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$", re.IGNORECASE)
+# ASCII only (re.ASCII: no other digits, no case folding of the Kelvin sign into K), at most
+# 15 digits: a size or duration that fits a float exactly.
+_NUMBER = r"([0-9]{1,15}(?:\.[0-9]{1,6})?)"
+_SIZE = re.compile(rf"^\s*{_NUMBER}\s*(?:([KMGT])(?:i?B)?|B?)\s*$", re.IGNORECASE | re.ASCII)
+_PERCENT = re.compile(rf"^\s*{_NUMBER}\s*%\s*$", re.ASCII)
+_DURATION = re.compile(rf"^\s*{_NUMBER}\s*(s|m|h|d)?\s*$", re.IGNORECASE | re.ASCII)
 _FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -28,25 +31,20 @@ class Size:
         return f"{self.percent:g}%" if self.percent is not None else str(self.bytes)
 
 
-def parse_size(text: str | int, *, percent: bool = True) -> Size:
-    """``2G`` -> 2 GiB; ``80%`` -> a share (when allowed). ValueError says the forms."""
-    if isinstance(text, int):
-        return Size(bytes=text)
+def parse_size(text: str) -> Size:
+    """``2G`` -> 2 GiB; ``80%`` -> a share. ValueError says the forms."""
     found = _SIZE.match(text)
     if found:
-        return Size(bytes=int(float(found.group(1)) * _FACTORS[found.group(2).upper()]))
+        return Size(bytes=int(float(found.group(1)) * _FACTORS[(found.group(2) or "").upper()]))
     found = _PERCENT.match(text)
-    if percent and found and 0 < float(found.group(1)) <= 100:
+    if found and 0 < float(found.group(1)) <= 100:
         return Size(percent=float(found.group(1)))
-    forms = "bytes, or a number with K, M, G or T (K = 1024)" + (
-        ", or a percentage of the file system (1%..100%)" if percent else "")
-    raise ValueError(f"{text!r} is not a size: give {forms}")
+    raise ValueError(f"{text!r} is not a size: give bytes, or a number with K, M, G or T "
+                     "(K = 1024), or a percentage of the file system (1%..100%)")
 
 
-def parse_duration(text: str | float) -> float:
+def parse_duration(text: str) -> float:
     """``24h`` -> 86400.0 seconds; a bare number is seconds. ValueError says the forms."""
-    if isinstance(text, int | float):
-        return float(text)
     found = _DURATION.match(text)
     if not found or float(found.group(1)) <= 0:
         raise ValueError(f"{text!r} is not a duration: give a number with s, m, h or d "

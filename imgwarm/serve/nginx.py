@@ -21,13 +21,13 @@ from urllib.parse import urlsplit
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, SettingsError
 from imgwarm.formats import OUTPUTS
-from imgwarm.serve.confsafe import bare, quoted, single_quoted
+from imgwarm.serve.confsafe import bare, single_quoted
 from imgwarm.serve.pages import Page
 from imgwarm.store.layout import Layout
-from imgwarm.store.origin import S3_MANIFEST_FOLDER
 
 PUSH_REMOVED = (1, 25, 1)  # nginx removed HTTP/2 push (http2_push_preload) in 1.25.1
 PUSH_COOKIE = "imgwarm_pushed"
+CA_FILE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, Ubuntu's and Alpine's CA bundle
 # Response headers of S3 (and MinIO, Ceph, R2) that say nothing a visitor needs.
 S3_HIDDEN = (
     "x-amz-id-2", "x-amz-request-id", "x-amz-version-id", "x-amz-server-side-encryption",
@@ -94,14 +94,14 @@ def check_push(version: tuple[int, ...] | None) -> None:
                          "Chrome (since 106) and Firefox (since 132) ignore push")
 
 
-def render(settings: Settings, options: NginxOptions) -> Config:
+def render(settings: Settings, options: NginxOptions, *, snippet: bool = False) -> Config:
     """The config (both parts, and the whole), every outside value checked."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                       autoescape=False)  # nginx, not HTML: confsafe does the escaping
-    values = _values(settings, options)
+    values = _values(settings, options, snippet=snippet)
     http = env.get_template("http.conf.j2").render(**values)
     server = env.get_template("server.conf.j2").render(**values)
     whole = (f"# Written by `imgwarm nginx`: include it in http {{}} after mime.types.\n"
@@ -109,14 +109,22 @@ def render(settings: Settings, options: NginxOptions) -> Config:
     return Config(http=http, server=server, whole=whole)
 
 
-def _values(settings: Settings, options: NginxOptions) -> dict[str, Any]:
-    cache, store = settings.cache, settings.store
-    prefix = options.image_prefix or cache.image_prefix
+def image_prefix(settings: Settings, given: str | None) -> str:
+    """The URL path the variants are served under (--image-prefix, else the setting)."""
+    prefix = given or settings.cache.image_prefix
     if not (prefix.startswith("/") and prefix.endswith("/")):
         raise SettingsError(f"image_prefix {prefix!r} must start and end with /")
-    bare(prefix, "image_prefix")
+    return bare(prefix, "image_prefix", r"[A-Za-z0-9._~/-]+")  # as nginx decodes it: no %
+
+
+def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict[str, Any]:
+    cache, store = settings.cache, settings.store
+    prefix = image_prefix(settings, options.image_prefix)
     if options.site_root is not None and options.app is not None:
         raise SettingsError("--site-root and --app: one or the other")
+    if options.pages and not snippet and options.site_root is None and options.app is None:
+        raise SettingsError("--pages: the pages are served by this server: give --site-root "
+                            "or --app (or --snippet, for your own server)")
     site: dict[str, str] | None = None
     if options.site_root is not None:
         site = {"root": _path(options.site_root, "--site-root")}
@@ -138,7 +146,20 @@ def _values(settings: Settings, options: NginxOptions) -> dict[str, Any]:
         "cookie": PUSH_COOKIE, "tier_header": options.tier_header,
         "log_format": log_format,
         "access_log": _path(Path(options.access_log or _default_log(settings)), "access log"),
+        "formats": list(OUTPUTS.values()), "ca_file": CA_FILE,
+        "map_hash": _map_hash(options.pages), "snippet": snippet,
     }
+
+
+def _map_hash(pages: list[Page]) -> dict[str, int]:
+    """map_hash sizes for these keys where nginx's defaults (64, 2048) would refuse them: an
+    element takes 8 bytes and its key rounded up to 8 with 2 more, a bucket one element and
+    8 bytes more."""
+    longest = max((len(p.path) for p in pages), default=0)
+    needed = 16 + -(-(longest + 2) // 8) * 8
+    bucket = 1 << (max(needed, 64) - 1).bit_length()
+    count = 1 << (max(2 * len(pages), 2048) - 1).bit_length()
+    return {"bucket": bucket if bucket > 64 else 0, "max": count if count > 2048 else 0}
 
 
 def _name_re(settings: Settings) -> str:
@@ -154,18 +175,23 @@ def _name_re(settings: Settings) -> str:
 def _s3(settings: Settings) -> dict[str, Any]:
     store = settings.store
     bucket = store.s3_bucket or ""
-    endpoint = store.s3_endpoint_url or \
-        f"https://s3.{store.s3_region or 'us-east-1'}.amazonaws.com"
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+        raise SettingsError(f"s3_bucket {bucket!r} is not an S3 bucket name")
+    aws = store.s3_endpoint_url is None  # nginx must name the region boto3 finds by itself
+    if aws and not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", store.s3_region or ""):
+        raise SettingsError(f"s3_region {store.s3_region!r}: nginx needs the bucket's region "
+                            "(e.g. eu-west-1) to reach AWS S3")
+    endpoint = store.s3_endpoint_url or f"https://s3.{store.s3_region}.amazonaws.com"
     parts = urlsplit(endpoint)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingsError(f"s3_endpoint_url {endpoint!r} must be an http(s) URL")
+    if parts.scheme not in ("http", "https") or not parts.hostname or \
+            parts.path.strip("/") or parts.query or parts.username:
+        raise SettingsError(f"s3_endpoint_url {endpoint!r} must be an http(s) URL of a host "
+                            "(no path, query or user)")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     host = parts.hostname
     virtual = store.s3_endpoint_url is None  # AWS: the bucket in the host name
     if virtual:
         host = f"{bucket}.{host}"
-    if store.s3_prefix.startswith(S3_MANIFEST_FOLDER):
-        raise SettingsError("s3_prefix must not be inside the manifest folder")
     path = ("/" if virtual else f"/{bucket}/") + store.s3_prefix
     return {"scheme": parts.scheme, "server": bare(f"{host}:{port}", "s3_endpoint_url"),
             "host": bare(host, "s3 host"), "path": bare(path, "s3_bucket and s3_prefix"),
@@ -196,7 +222,9 @@ def _listen(options: NginxOptions) -> str:
         lines.append(f"ssl_certificate_key {_path(options.tls_key, '--tls-key')};")
     else:
         lines.append(f"listen {address}{' http2' if options.push else ''}{extra};")
-    lines.append(f'server_name "{quoted(options.server_name, "--server-name")}";')
+    names = options.server_name.split() or ["_"]
+    lines.append("server_name " + " ".join(
+        bare(n, "--server-name", r"[A-Za-z0-9._*-]+") for n in names) + ";")
     return "".join(f"    {line}\n" for line in lines)
 
 
@@ -221,7 +249,7 @@ def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
             body = f"include {here}/imgwarm.conf;\n"
         main = here / "nginx.conf"
         main.write_text(f"pid {here}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
-                        f"http {{\ninclude {_mime_types(binary)};\n{body}}}\n")
+                        f"http {{\ninclude {_mime_types()};\n{body}}}\n")
         done = subprocess.run([binary, "-t", "-q", "-p", folder, "-c", str(main)],
                               capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
@@ -229,7 +257,7 @@ def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
             raise NginxError(f"nginx -t failed: {message}")
 
 
-def _mime_types(binary: str) -> str:
+def _mime_types() -> str:
     for candidate in ("/etc/nginx/mime.types", "/usr/local/nginx/conf/mime.types"):
         if Path(candidate).is_file():
             return candidate

@@ -12,19 +12,27 @@ Link preloads its first image: one URL for old browsers, every width in ``images
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from imgwarm.exceptions import ImgwarmError
+from imgwarm.formats import OUTPUTS
 from imgwarm.manifest import Manifest, Variant
-from imgwarm.serve.confsafe import quoted
+from imgwarm.serve.confsafe import ConfigValueError, checked, quoted
 from imgwarm.store import Stores
 from imgwarm.store.origin import local_key
 
 PREFERRED = ("webp", "jpeg")  # preload a format every browser takes (AVIF is not yet one)
 HREF_WIDTH = 640  # the URL for browsers without imagesrcset: a width that suits most slots
+# What a browser sends unescaped in a path (RFC 3986 pchar); the rest it percent-encodes, and
+# nginx's $request_uri, which the map reads, keeps it so.
+_PATH_SAFE = "/:@!&'()*+,;=-._~%"
+_SIZES = re.compile(r"[A-Za-z0-9 ().,:%/-]+")  # media conditions and lengths: no quotes
+_VARIANT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*/[a-z0-9-]*\.?[0-9a-f]+\.[a-z]+")
 
 
 class PagesError(ImgwarmError):
@@ -33,9 +41,8 @@ class PagesError(ImgwarmError):
 
 @dataclass(frozen=True)
 class Page:
-    path: str  # quoted for nginx
+    path: str  # as the browser sends it (percent-encoded), quoted for nginx
     link: str  # the Link header's value, quoted for nginx
-    images: tuple[str, ...]  # URL paths of the preloaded image's variants
 
 
 def read_pages(file: Path) -> dict[str, list[str]]:
@@ -47,24 +54,55 @@ def read_pages(file: Path) -> dict[str, list[str]]:
     data: Any
     try:
         text = raw.decode("utf-8")
-        data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+        data = tomllib.loads(text) if file.suffix == ".toml" else \
+            json.loads(text, object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, ValueError) as error:
         kind = "TOML" if file.suffix == ".toml" else "JSON"
         raise PagesError(f"the pages file {file} is not valid {kind}: {error}") from None
     if not isinstance(data, dict):
         raise PagesError(f"the pages file {file} must map page paths to lists of sources")
+    seen: dict[str, str] = {}
     for page, sources in data.items():
-        if not page.startswith("/"):
-            raise PagesError(f"pages file {file}: page {page!r} must be a path starting with /")
+        if not page.startswith("/") or "?" in page or "#" in page:
+            raise PagesError(f"pages file {file}: page {page!r} must be a path starting with / "
+                             "(no query string or fragment)")
         if not isinstance(sources, list) or not sources or \
                 not all(isinstance(s, str) and s for s in sources):
             raise PagesError(f"pages file {file}: page {page!r} must list one or more sources")
+        try:
+            checked(page, f"pages file {file}: page")
+            for source in sources:
+                checked(source, f"pages file {file}: page {page!r}: source")
+        except ConfigValueError as error:
+            raise PagesError(str(error)) from None
+        folded = request_path(page).lower()  # nginx's map compares strings without case
+        if folded in seen:
+            raise PagesError(f"pages file {file}: pages {seen[folded]!r} and {page!r} are the "
+                             "same to nginx (its map ignores case)")
+        seen[folded] = page
     return data
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"{key!r} is given twice")
+        found[key] = value
+    return found
+
+
+def request_path(page: str) -> str:
+    """A page's path as a browser sends it in the request line."""
+    return quote(page, safe=_PATH_SAFE)
 
 
 def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
              sizes: str = "100vw") -> list[Page]:
     """Each page's Link, from the manifest of its first source."""
+    if not _SIZES.fullmatch(sizes) or len(sizes) > 256:
+        raise PagesError(f"--sizes {sizes!r}: a sizes attribute (media conditions and lengths, "
+                         "e.g. '(max-width: 600px) 100vw, 50vw'), without quotes")
     found = []
     for page, sources in pages.items():
         manifest = _manifest(stores, sources[0])
@@ -91,10 +129,14 @@ def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
             break
     if not variants:
         raise PagesError(f"page {page!r}: source {manifest.key!r} has no WebP or JPEG variant")
+    for variant in variants:  # from a manifest file: checked, never trusted
+        if not _VARIANT_PATH.fullmatch(variant.path):
+            raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
+                             f"{variant.path!r} that is not one imgwarm writes")
     href = next((v for v in variants if v.width >= HREF_WIDTH), variants[-1])
-    media = "image/webp" if variants[0].format == "webp" else "image/jpeg"
+    media = OUTPUTS[variants[0].format].media_type
     srcset = ", ".join(f"{prefix}{v.path} {v.width}w" for v in variants)
     link = (f'<{prefix}{href.path}>; rel=preload; as=image; type="{media}"; '
             f'imagesrcset="{srcset}"; imagesizes="{sizes}"; fetchpriority=high')
-    return Page(path=quoted(page, f"page {page!r}"), link=quoted(link, f"page {page!r}"),
-                images=tuple(prefix + v.path for v in variants))
+    return Page(path=quoted(request_path(page), f"page {page!r}"),
+                link=quoted(link, f"page {page!r}"))

@@ -15,7 +15,9 @@ changed, not with how many sources there are.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
 
 SKEW = 300  # seconds of clock difference between writers that an S3 reader allows for
 FOLDER = "changes"
+MAX_ENTRY = 64 * 1024  # bytes of one entry: a source key is far shorter
+_LOCAL_CURSOR = re.compile(r"(?:\d{4}/\d{2}/\d{2}/\d{2}\.log:\d{1,15})?")
+_S3_NAME = re.compile(rf"{FOLDER}/\d{{4}}/\d{{2}}/\d{{2}}/\d{{2}}/(\d{{20}})-[0-9A-Za-z]{{1,64}}")
 
 
 @dataclass
@@ -53,6 +58,22 @@ class ChangeLog(Protocol):
     def now(self) -> str:
         """A cursor at this moment: what a reader that has just listed everything gives."""
         ...
+
+    def readable(self, cursor: str) -> bool:
+        """Whether ``cursor`` is one of this journal's (else the reader lists everything)."""
+        ...
+
+
+def _entry(raw: bytes) -> tuple[float, str] | None:
+    """(time, key) of one entry; None for a damaged or hostile one (never fatal)."""
+    if len(raw) > MAX_ENTRY:
+        return None
+    try:
+        entry = json.loads(raw)
+        when, key = float(entry["t"]), entry["key"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return (when, key) if math.isfinite(when) and isinstance(key, str) and key else None
 
 
 def _hour(t: float) -> str:
@@ -89,7 +110,7 @@ class LocalChangeLog:
         folder = self.root.joinpath(*parts)
         try:
             names = sorted(os.listdir(folder))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a stray file is no hour
             return
         level = len(parts)
         for name in names:
@@ -111,12 +132,7 @@ class LocalChangeLog:
                 handle.seek(offset)
                 data = handle.read()
             end = data.rfind(b"\n") + 1  # a line still being written waits for next time
-            for line in data[:end].splitlines():
-                try:
-                    entry = json.loads(line)
-                    batch.entries.append((float(entry["t"]), str(entry["key"])))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a damaged line is skipped, never fatal
+            batch.entries.extend(e for e in map(_entry, data[:end].splitlines()) if e)
             batch.cursor = f"{name}:{offset + end}"
         return batch
 
@@ -127,6 +143,9 @@ class LocalChangeLog:
         except FileNotFoundError:
             size = 0
         return f"{name}:{size}"
+
+    def readable(self, cursor: str) -> bool:
+        return _LOCAL_CURSOR.fullmatch(cursor) is not None
 
 
 class S3ChangeLog:
@@ -161,25 +180,17 @@ class S3ChangeLog:
         after, seen = state["after"], set(state["seen"])
         start = ""
         if after:
-            ns = int(after.rsplit("/", 1)[-1].split("-")[0])
-            earlier = ns / 1e9 - SKEW
+            earlier = _ns(after) / 1e9 - SKEW
             start = f"{FOLDER}/{_hour(earlier)}/{int(earlier * 1e9):020d}"
-        fresh = [n for n in self._listed(start) if n not in seen]
+        fresh = [n for n in self._listed(start) if n not in seen and _S3_NAME.fullmatch(n)]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             bodies = list(pool.map(self.store.read, fresh))
         batch = Batch()
-        for body in bodies:
-            try:
-                entry = json.loads(body or b"")
-                batch.entries.append((float(entry["t"]), str(entry["key"])))
-            except (ValueError, KeyError, TypeError):
-                continue
-        batch.entries.sort()
+        batch.entries = sorted(e for e in map(_entry, (b or b"" for b in bodies)) if e)
         newest = max([after, *fresh]) if fresh or after else ""
         if newest:
-            ns = int(newest.rsplit("/", 1)[-1].split("-")[0])
-            window = {n for n in seen | set(fresh)
-                      if int(n.rsplit("/", 1)[-1].split("-")[0]) > ns - SKEW * 1e9}
+            ns = _ns(newest)
+            window = {n for n in seen | set(fresh) if _ns(n) > ns - SKEW * 1e9}
             batch.cursor = json.dumps({"after": newest, "seen": sorted(window)})
         return batch
 
@@ -188,5 +199,22 @@ class S3ChangeLog:
         manifest after this has their records."""
         earlier = time.time() - SKEW
         start = f"{FOLDER}/{_hour(earlier)}/{int(earlier * 1e9):020d}-"
-        recent = self._listed(start)
+        recent = [n for n in self._listed(start) if _S3_NAME.fullmatch(n)]
         return json.dumps({"after": max([start, *recent]), "seen": recent})
+
+    def readable(self, cursor: str) -> bool:
+        try:
+            state = json.loads(cursor)
+            return isinstance(state, dict) and isinstance(state.get("seen"), list) and \
+                isinstance(state.get("after"), str) and \
+                (not state["after"] or _ns(state["after"]) >= 0)
+        except (ValueError, TypeError, RecursionError):
+            return False
+
+
+def _ns(name: str) -> int:
+    """The time (ns) in an S3 entry's name; -1 for a name that is none of ours."""
+    found = _S3_NAME.fullmatch(name)
+    if found is None:
+        found = re.fullmatch(rf"{FOLDER}/\d{{4}}/\d{{2}}/\d{{2}}/\d{{2}}/(\d{{20}})-?", name)
+    return int(found.group(1)) if found else -1

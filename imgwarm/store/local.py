@@ -11,7 +11,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 import time
 import uuid
 from collections import deque
@@ -27,7 +26,6 @@ TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
 WALK_THREADS = 8
-CHECKED_FOLDERS = 65536  # folders remembered as inside the root (then checked again)
 
 
 def _umask() -> int:
@@ -46,6 +44,11 @@ def _umask() -> int:
 _UMASK = _umask()  # a file made 0o644 comes out 0o644 unless the umask takes bits away
 
 
+def _unlistable(error: OSError) -> None:
+    """A folder that cannot be read fails the listing: its files must not pass for gone."""
+    raise StorageError(f"cannot list {error.filename}: {error.strerror}")
+
+
 def _temporary(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
@@ -57,47 +60,62 @@ def _write_error(target: Path, error: OSError) -> StorageError:
 
 
 class LocalStore:
-    """Files under a local folder; keys are relative POSIX paths."""
+    """Files under a local folder; keys are relative POSIX paths.
+
+    Every file operation goes through the descriptor of the file's folder, and that folder is
+    checked to be inside the root where it was opened (its /proc/self/fd link): a folder swapped
+    for a symlink that leads out, at any moment, is refused, and nothing is read, written or
+    removed through it. A file that is itself a symlink is read only when it resolves inside."""
 
     def __init__(self, root: Path, *, max_entries: int = 255, fsync: bool = True) -> None:
         self.root = root
         self.max_entries = max_entries
         self.fsync = fsync
-        self._tmpfile = hasattr(os, "O_TMPFILE") and Path("/proc/self/fd").is_dir()
-        self._checked: set[PurePosixPath] = set()
+        self._proc = Path("/proc/self/fd").is_dir()
+        self._tmpfile = hasattr(os, "O_TMPFILE") and self._proc
+        self._real_root: str | None = None
 
     def path(self, key: Key) -> Path:
-        """The file of a key, inside the root: refused when a folder on the way is a symlink
-        that leads out (see ``read`` for the file itself)."""
-        relative = safe_relative(key)
-        self._check_folders(relative.parent)
-        return self.root / relative
+        """The file of a key under the root (checked as a key; the folders on the way are
+        checked where a file is opened)."""
+        return self.root / safe_relative(key)
 
-    def _check_folders(self, folder: PurePosixPath) -> None:
-        """Resolving every folder of a path is most of the cost of a small file's write, so
-        folders found inside are remembered (bounded) and only the new part of a path is
-        looked at: one lstat a level, a full resolution only where a symlink is met."""
-        todo = []
-        while folder not in self._checked and folder.name:
-            todo.append(folder)
-            folder = folder.parent
-        if len(self._checked) + len(todo) > CHECKED_FOLDERS:
-            self._checked.clear()
-        for step in reversed(todo):
-            try:
-                mode = os.lstat(self.root / step).st_mode
-            except (FileNotFoundError, NotADirectoryError):
-                return  # the rest does not exist: mkdir makes it, as folders
-            if stat.S_ISLNK(mode):
-                join_under(self.root, step)  # LayoutError when it leads out
-            self._checked.add(step)
+    def _inside(self, fd: int, shown: Path | str) -> None:
+        """Refuse (LayoutError) a descriptor whose file or folder is not inside the root."""
+        if not self._proc:
+            join_under(self.root, os.path.relpath(shown, self.root))
+            return
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        if self._real_root is None:  # the root exists by now: where it is, once
+            self._real_root = os.path.realpath(self.root)
+        root = self._real_root
+        if real != root and not real.startswith(root.rstrip("/") + "/"):
+            raise LayoutError(f"refusing {shown}: it resolves outside {self.root} ({real})")
+
+    def _folder(self, folder: Path, *, make: bool = False) -> int:
+        """The descriptor of ``folder``, checked inside the root; made first when ``make``.
+        FileNotFoundError when it does not exist (and not ``make``)."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        try:
+            fd = os.open(folder, flags)
+        except FileNotFoundError:
+            if not make:
+                raise
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(folder, flags)
+        try:
+            self._inside(fd, folder)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def exists(self, key: Key) -> bool:
         return self.path(key).is_file()
 
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
-        """The bytes of a regular file; None when there is none. The file itself is opened
-        without following a symlink; one found there is resolved, and refused if it leads out."""
+        """The bytes of a regular file; None when there is none. LayoutError when the file, or
+        a folder on its way, resolves outside the root."""
         path = self.path(key)
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
         try:
@@ -106,12 +124,13 @@ class LocalStore:
             except OSError as error:
                 if error.errno != errno.ELOOP:
                     raise
-                fd = os.open(join_under(self.root, key), flags)
+                fd = os.open(path, flags)  # a symlink: read where it leads, if inside
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except OSError as error:
             raise StorageError(f"cannot read {path}: {error.strerror}") from None
         with os.fdopen(fd, "rb") as handle:
+            self._inside(fd, path)
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):  # not a folder, FIFO or device
                 return None
@@ -129,20 +148,32 @@ class LocalStore:
         """Write atomically; True when a file was written. An existing file is kept unless
         ``replace`` (content-addressed files never need replacing)."""
         target = self.path(key)
-        if not replace and target.is_file():
-            return False
         try:
-            if not (replace and target.exists()):  # replacing adds no entry to the folder
-                try:
-                    self._check_room(target.parent)
-                except FileNotFoundError:  # a new folder: empty
-                    target.parent.mkdir(parents=True, exist_ok=True)
-            fd = self._unnamed(target.parent)
-            temp = None
+            folder = self._folder(target.parent, make=True)
+        except OSError as error:
+            raise _write_error(target, error) from None
+        try:
+            return self._write_in(folder, target, data, replace)
+        finally:
+            os.close(folder)
+
+    def _write_in(self, folder: int, target: Path, data: bytes, replace: bool) -> bool:
+        name = target.name
+        try:
+            there = stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
+        except FileNotFoundError:
+            there = False
+        if there and not replace:
+            return False
+        temp = None
+        try:
+            if not there:  # replacing adds no entry to the folder
+                self._check_room(folder, target.parent)
+            fd = self._unnamed(folder)
             if fd is None:
-                fd, temp = tempfile.mkstemp(
-                    dir=target.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX
-                )
+                temp = f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+                fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644,
+                             dir_fd=folder)
         except OSError as error:
             raise _write_error(target, error) from None
         try:
@@ -151,25 +182,33 @@ class LocalStore:
                 handle.flush()
                 if self.fsync:
                     os.fsync(handle.fileno())
-                if temp is not None or _UMASK & 0o644:  # nginx workers must read it
+                if _UMASK & 0o644:  # nginx workers must read it
                     os.fchmod(handle.fileno(), 0o644)
                 if temp is None:
-                    return self._link(handle.fileno(), target, replace)
-            os.replace(temp, target)
+                    return self._link(handle.fileno(), folder, name, replace)
+            if not replace:
+                try:  # a new name: linked, so that a file already there wins
+                    os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+                except FileExistsError:
+                    return False
+                finally:
+                    os.unlink(temp, dir_fd=folder)
+                return True
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError as error:
             if temp is not None:
                 with contextlib.suppress(OSError):
-                    os.unlink(temp)
+                    os.unlink(temp, dir_fd=folder)
             raise _write_error(target, error) from None
         return True
 
-    def _unnamed(self, folder: Path) -> int | None:
+    def _unnamed(self, folder: int) -> int | None:
         """An unnamed file in ``folder`` (O_TMPFILE): a process killed while writing it leaves
         nothing behind. None where the file system cannot (then a named temp file is used)."""
         if not self._tmpfile:
             return None
         try:
-            return os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
+            return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o644, dir_fd=folder)
         except OSError as error:
             if error.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise
@@ -177,42 +216,56 @@ class LocalStore:
             return None
 
     @staticmethod
-    def _link(fd: int, target: Path, replace: bool) -> bool:
-        """Give the unnamed file its name. A new name is linked directly (atomic; an existing
-        file wins, having the same content); a replaced one goes through a temp name."""
+    def _link(fd: int, folder: int, name: str, replace: bool) -> bool:
+        """Give the unnamed file its name in ``folder``. A new name is linked directly (atomic;
+        an existing file wins, having the same content); a replaced one goes through a temp
+        name."""
         # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; os.link only asks for it with a dir fd.
-        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             if not replace:
                 try:
-                    os.link(str(fd), target, src_dir_fd=proc, follow_symlinks=True)
+                    os.link(str(fd), name, src_dir_fd=proc, dst_dir_fd=folder,
+                            follow_symlinks=True)
                 except FileExistsError:
                     return False
                 return True
-            temp = target.with_name(f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}")
-            os.link(str(fd), temp, src_dir_fd=proc, follow_symlinks=True)
+            temp = f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+            os.link(str(fd), temp, src_dir_fd=proc, dst_dir_fd=folder, follow_symlinks=True)
         finally:
             os.close(proc)
         try:
-            os.replace(temp, target)
+            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError:
             with contextlib.suppress(OSError):
-                os.unlink(temp)
+                os.unlink(temp, dir_fd=folder)
             raise
         return True
 
     def delete(self, key: Key) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path(key).unlink()
+        path = self.path(key)
+        try:
+            folder = self._folder(path.parent)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path.name, dir_fd=folder)
+        finally:
+            os.close(folder)
 
     def files(self, under: str = "") -> Iterator[PurePosixPath]:
         """Every file under ``under`` (temp files aside), in sorted order. The top folders are
         walked WALK_THREADS at a time: on a cold disk each folder read is a wait."""
         top = self.path(under) if under else self.root
+        if under and os.path.islink(top):
+            return  # a link to a folder is not followed
         try:
             entries = sorted(os.scandir(top), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return
+        except OSError as error:
+            raise StorageError(f"cannot list {top}: {error.strerror}") from None
         prefix = os.path.relpath(top, self.root)
         prefix = "" if prefix == "." else prefix + "/"
         folders = []
@@ -233,37 +286,33 @@ class LocalStore:
 
     def _walked(self, top: str) -> list[str]:
         found: list[str] = []
-        for folder, dirs, files in os.walk(top):  # links are not followed out of the root
+        for folder, dirs, files in os.walk(top, onerror=_unlistable):  # links not followed
             relative = os.path.relpath(folder, self.root)
             dirs.sort()
             found.extend(f"{relative}/{name}" for name in sorted(files) if not _temporary(name))
         return found
 
-    def _check_room(self, folder: Path) -> None:
+    def _check_room(self, folder: int, shown: Path) -> None:
         """Refuse to grow a folder past the entry limit (the temp file counts as the +1).
         Temp files a crash left behind are cleared first when they are in the way."""
-        count = self._entries(folder)
+        count = len(os.listdir(folder))
         if count + 1 > self.max_entries and self._clear_stale_temps(folder):
-            count = self._entries(folder)
+            count = len(os.listdir(folder))
         if count + 1 > self.max_entries:
             raise LayoutError(
-                f"folder {folder} already holds {count} entries (max_dir_entries = "
+                f"folder {shown} already holds {count} entries (max_dir_entries = "
                 f"{self.max_entries}); add shard_levels for a store this large"
             )
 
     @staticmethod
-    def _entries(folder: Path) -> int:
-        with os.scandir(folder) as entries:
-            return sum(1 for _ in entries)
-
-    @staticmethod
-    def _clear_stale_temps(folder: Path) -> bool:
+    def _clear_stale_temps(folder: int) -> bool:
         """Remove temp files older than STALE_TEMP_SECONDS (a live writer's are younger)."""
         cleared = False
         cutoff = time.time() - STALE_TEMP_SECONDS
-        for temp in folder.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
-            with contextlib.suppress(OSError):
-                if temp.stat().st_mtime < cutoff:
-                    temp.unlink()
-                    cleared = True
+        for name in os.listdir(folder):
+            if _temporary(name):
+                with contextlib.suppress(OSError):
+                    if os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(name, dir_fd=folder)
+                        cleared = True
         return cleared

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
+from imgwarm.exceptions import LayoutError
 from imgwarm.manifest import Manifest, Record, parse_record
 from imgwarm.store.base import Store
 from imgwarm.store.changes import FOLDER, ChangeLog
@@ -62,5 +63,11 @@ class ManifestStore:
                         yield found
 
     def _parsed(self, path: PurePosixPath) -> Record | None:
-        raw = self.store.read(path)
-        return parse_record(raw) if raw is not None else None
+        """The record at ``path``; None for a damaged one, an odd name, or a record that is
+        not where its key puts it (a stray copy)."""
+        try:
+            raw = self.store.read(path)
+        except LayoutError:
+            return None
+        found = parse_record(raw) if raw is not None else None
+        return found if found is not None and self.key_path(found.key) == path else None

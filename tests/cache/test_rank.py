@@ -6,15 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from imgwarm.cache.rank import (
-    Candidate,
-    Decay,
-    best_first,
-    choose,
-    density,
-    pages,
-    prior_weight,
-)
+from imgwarm.cache.index import Index
+from imgwarm.cache.rank import Decay, choose, density, pages
+from imgwarm.manifest import Variant
 
 
 def test_density_is_value_per_page() -> None:
@@ -23,18 +17,28 @@ def test_density_is_value_per_page() -> None:
     assert density(3, 1, 5000) == 4 / 8192
 
 
-def test_the_prior_is_a_busy_variant_s_score() -> None:
-    assert prior_weight([], now_weight=2.0) == 2.0  # no traffic yet: one request now
-    scores = [float(i) for i in range(1, 101)]
-    assert prior_weight(scores, now_weight=2.0) == 91.0  # the 90th percentile
+def _index(tmp_path: Path, sizes: dict[str, int]) -> Index:
+    index = Index(tmp_path / "index.sqlite")
+    index.set_source("k", [Variant(format="webp", width=320, height=200, bytes=size, path=p)
+                           for p, size in sizes.items()], prior=0.0)
+    return index
 
 
-def test_choose_is_greedy_by_density_within_the_budget() -> None:
-    items = best_first([
-        Candidate("big-hot", 40_000, 0.9), Candidate("small-hot", 4_000, 0.8),
-        Candidate("pinned", 8_000, 0.0, pinned=True), Candidate("cold", 4_000, 0.0),
-        Candidate("small-warm", 4_000, 0.5),
-    ])
+def test_the_prior_is_a_busy_variant_s_score(tmp_path: Path) -> None:
+    index = _index(tmp_path, {f"v{i}.webp": 1000 for i in range(1, 101)})
+    assert index.prior(now_weight=2.0) == 2.0  # no traffic yet: one request now
+    index.add_scores({f"v{i}.webp": float(i) for i in range(1, 101)})
+    assert index.prior(now_weight=2.0) == 91.0  # the 90th percentile
+
+
+def test_choose_is_greedy_by_density_within_the_budget(tmp_path: Path) -> None:
+    sizes = {"big-hot": 40_000, "small-hot": 4_000, "pinned": 8_000, "cold": 4_000,
+             "small-warm": 4_000}
+    index = _index(tmp_path, sizes)
+    densities = {"big-hot": 0.9, "small-hot": 0.8, "small-warm": 0.5}
+    index.add_scores({p: d * pages(sizes[p]) for p, d in densities.items()})
+    index.set_pinned({"pinned"})
+    items = list(index.ranked(1 << 30))  # the order the index gives: pinned, then densest
     assert [c.path for c in items][:2] == ["pinned", "big-hot"]
     chosen = [c.path for c in choose(items, 20_000)]
     assert chosen == ["pinned", "small-hot", "small-warm"]  # big-hot does not fit: passed over
@@ -48,9 +52,6 @@ def test_decay_rebases_before_floats_overflow() -> None:
 
 
 def test_the_index_keeps_the_density_rank_defines(tmp_path: Path) -> None:
-    from imgwarm.cache.index import Index
-    from imgwarm.manifest import Variant
-
     index = Index(tmp_path / "index.sqlite")
     sizes = {"a.webp": 1, "b.webp": 4096, "c.webp": 4097, "d.webp": 123_456}
     index.set_source("k", [Variant(format="webp", width=320, height=200, bytes=size, path=p)

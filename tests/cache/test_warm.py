@@ -12,7 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from imgwarm.cache.warm import warm
 from imgwarm.config import Settings
+from imgwarm.exceptions import SettingsError
 from imgwarm.manifest import Manifest
 from imgwarm.store import Stores
 from tests.cache.conftest import (
@@ -24,7 +28,8 @@ from tests.cache.conftest import (
     synthetic,
     write_log,
 )
-from tests.servers import wait_for
+from tests.conftest import Cli
+from tests.servers import clean_env, wait_for
 
 PAGE = 4096
 
@@ -131,23 +136,17 @@ def test_a_new_upload_is_placed_in_ram_before_any_request(site: Site) -> None:
     assert report.sources == 1  # read from the journal, not a full listing
 
 
-def test_the_ram_tier_must_be_on_tmpfs(settings: Settings, tmp_path: Path, run_cli: object) -> None:
-    from tests.conftest import Cli
-
+def test_the_ram_tier_must_be_on_tmpfs(settings: Settings, tmp_path: Path, run_cli: Cli) -> None:
     site = make_site(settings, tmp_path, tmp_path, count=1)
     disk = tmp_path / "not-tmpfs"
-    cli = Cli()
-    done = cli("warm", "--ram-root", disk, env=_env(site))
+    cli = run_cli
+    done = cli("warm", "--ram-root", disk, env=site.env())
     assert done.exit_code == 2
     assert "not tmpfs: it would not be in RAM" in done.stderr
     assert not any(disk.rglob("*.webp"))
-    done = cli("warm", "--ram-root", disk, "--allow-non-tmpfs", env=_env(site))
+    done = cli("warm", "--ram-root", disk, "--allow-non-tmpfs", env=site.env())
     assert done.exit_code == 0, done.output
     assert any(disk.rglob("*.webp"))
-
-
-def _env(site: Site) -> dict[str, str]:
-    return site.env()
 
 
 def test_a_full_tmpfs_stops_ram_alone_with_no_partial_file(settings: Settings,
@@ -170,7 +169,7 @@ def test_a_killed_run_then_a_normal_run_ends_consistent(settings: Settings, tmp_
     site = make_site(settings, tmp_path, ram, count=0)
     synthetic(site, sources=700, per_source=3)
     exe = Path(sys.executable).with_name("imgwarm")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")} | _env(site)
+    env = clean_env(**site.env())
     run = subprocess.Popen([str(exe), "warm"], env=env, cwd=tmp_path,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     index = site.settings.cache.cache_state / "index.sqlite"
@@ -264,14 +263,46 @@ def test_hostile_log_lines_are_ignored_and_counted(site: Site) -> None:
     assert not (site.settings.cache.ram_root / "etc").exists()
 
 
-def test_two_runs_on_the_same_tiers_never_interleave(site: Site, run_cli: object) -> None:
-    from tests.conftest import Cli
+def test_a_line_from_the_future_and_a_long_pause_do_not_break_the_scores(site: Site) -> None:
+    now = time.time()
+    good = sorted(thumbnails(site))[0]
+    log = site.root / "access.log"
+    write_log(log, [log_line(f"/{good}", now + 100 * 365 * 86400)])  # a clock gone wrong
+    site.settings = site.settings.updated(access_logs=str(log), hot_half_life="30m")
+    report = site.warm(now=now)
+    assert report.requests_to_variants == 1 and report.ram_hit_share is not None
+    write_log(log, [log_line(f"/{good}", now + 86400 * 365)], append=True)
+    later = site.warm(now=now + 86400 * 365)  # 17,520 half-lives later: scores rescaled
+    assert later.requests_to_variants == 1
+    assert later.ram_hit_share is not None and 0 < later.ram_hit_share <= 1
 
+
+def test_a_source_key_that_is_not_utf8_is_indexed(site: Site) -> None:
+    from imgwarm.cache.index import Index
+
+    index = Index(site.root / "odd.sqlite")
+    variants = site.manifests()[0].variants
+    assert index.set_source("uploads/bad\udcff.jpg", variants, prior=1.0) == (len(variants), 0)
+    assert index.set_source("uploads/bad\udcff.jpg", variants, prior=1.0) == (0, 0)
+    assert index.set_source("uploads/bad\udcff.jpg", [], prior=1.0) == (0, len(variants))
+    index.close(keep=False)
+
+
+def test_tiers_inside_one_another_are_refused(site: Site) -> None:
+    nested = site.settings.updated(nvme_root=site.settings.store.origin_root / "nvme")
+    with pytest.raises(SettingsError, match=r"nvme_root .* and origin_root .* must be apart"):
+        warm(nested)
+    state_inside = site.settings.updated(cache_state=site.settings.cache.nvme_root / "state")
+    with pytest.raises(SettingsError, match="must be apart"):
+        warm(state_inside)
+
+
+def test_two_runs_on_the_same_tiers_never_interleave(site: Site, run_cli: Cli) -> None:
     state = site.settings.cache.cache_state
     state.mkdir(parents=True, exist_ok=True)
     with (state / "lock").open("a+") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        done = Cli()("warm", env=_env(site))
+        done = run_cli("warm", env=site.env())
     assert done.exit_code == 1
     assert "another `imgwarm warm`" in done.stderr and "did nothing" in done.stderr
     assert site.in_tier("nvme") == set()
@@ -319,7 +350,7 @@ def test_an_s3_origin(settings: Settings, tmp_path: Path, ram: Path,
 
 def test_every_runs_again_and_stops_cleanly_on_ctrl_c(site: Site) -> None:
     exe = Path(sys.executable).with_name("imgwarm")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")} | _env(site)
+    env = clean_env(**site.env())
     run = subprocess.Popen([str(exe), "warm", "--every", "1s", "--json"], env=env,
                            cwd=site.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(2.5)

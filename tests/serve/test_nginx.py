@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +25,17 @@ from tests.conftest import Cli
 from tests.servers import free_port, wait_for
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+ODD_PAGE = "/annonces/café crème/"  # sent percent-encoded by browsers
+LONG_PAGE = "/ads/" + "-".join(["a-long-slug-for-a-classified-ad"] * 6) + "/"  # > 46 chars
+
+
+def parse_link(value: str) -> tuple[str, dict[str, str]]:
+    """One Link header's target and parameters (quoted values unquoted)."""
+    target, _, rest = value.partition(";")
+    params = {}
+    for part in re.findall(r'\s*([^=;\s]+)(?:=("[^"]*"|[^;]*))?;?', rest):
+        params[part[0]] = part[1].strip('"')
+    return target.strip().strip("<>"), params
 
 
 @dataclass
@@ -78,13 +91,14 @@ def served(settings: Settings, tmp_path: Path, ram: Path) -> Iterator[Served]:
     site = make_site(settings, tmp_path, ram, count=3, ram_budget="40K")
     site.warm()
     pages_root = tmp_path / "www"
-    (pages_root / "ads" / "1").mkdir(parents=True)
-    (pages_root / "index.html").write_text("<h1>home</h1>")
-    (pages_root / "ads" / "1" / "index.html").write_text("<h1>ad</h1>")
+    for folder in ("", "ads/1", "ads/2", ODD_PAGE.strip("/"), LONG_PAGE.strip("/")):
+        (pages_root / folder).mkdir(parents=True, exist_ok=True)
+        (pages_root / folder / "index.html").write_text(f"<h1>{folder or 'home'}</h1>")
     (pages_root / ".env").write_text("SECRET=1")
     manifests = sorted(site.manifests(), key=lambda m: m.key)
     pages = tmp_path / "pages.json"
-    pages.write_text(json.dumps({"/": [manifests[0].key], "/ads/1/": [manifests[1].key]}))
+    pages.write_text(json.dumps({"/": [manifests[0].key], "/ads/1/": [manifests[1].key],
+                                 ODD_PAGE: [manifests[2].key], LONG_PAGE: [manifests[0].key]}))
     with running(site, tmp_path / "nginx", "--pages", pages, "--site-root", pages_root,
                  "--tier-header") as found:
         found.pages = pages
@@ -93,7 +107,7 @@ def served(settings: Settings, tmp_path: Path, ram: Path) -> Iterator[Served]:
 
 def _answers(served: Served) -> bool:
     try:
-        return served.get("/")[0] in (200, 404)
+        return served.get("/")[0] >= 100  # any answer: it listens
     except OSError:  # not listening yet
         return False
 
@@ -122,20 +136,25 @@ def test_each_tier_answers_with_immutable_caching_and_its_type(served: Served) -
 
 def test_a_page_gets_its_preload_link_and_an_image_does_not(served: Served) -> None:
     manifests = sorted(served.site.manifests(), key=lambda m: m.key)
-    status, headers, body = served.get("/")  # answered by index.html: $uri changes
-    assert status == 200 and body == b"<h1>home</h1>"
-    link = headers["link"]
-    webp = sorted((v for v in manifests[0].variants if v.format == "webp"),
-                  key=lambda v: v.width)
-    assert link.startswith("</") and 'rel=preload; as=image; type="image/webp"' in link
-    assert "fetchpriority=high" in link and 'imagesizes="100vw"' in link
-    assert all(f"/{v.path} {v.width}w" in link for v in webp)
-    status, headers, _ = served.get("/ads/1/")
-    assert status == 200 and manifests[1].variants[0].path.split("/")[0] in headers["link"]
-    assert "link" not in served.get("/?q=1")[1] or served.get("/?q=1")[1]["link"] == link
-    status, headers, _ = served.get(f"/{webp[0].path}")
+    pages = {"/": manifests[0], "/ads/1/": manifests[1],
+             urllib.parse.quote(ODD_PAGE): manifests[2], LONG_PAGE: manifests[0]}
+    for page, manifest in pages.items():
+        status, headers, body = served.get(page)  # answered by index.html: $uri changes
+        assert status == 200 and body.startswith(b"<h1>"), page
+        href, params = parse_link(headers["link"])
+        webp = sorted((v for v in manifest.variants if v.format == "webp"),
+                      key=lambda v: v.width)
+        srcset = [entry.split() for entry in params["imagesrcset"].split(", ")]
+        assert srcset == [[f"/{v.path}", f"{v.width}w"] for v in webp], page  # no AVIF, JPEG
+        assert href == next(f"/{v.path}" for v in webp if v.width >= 640), page
+        assert (params["rel"], params["as"], params["type"], params["imagesizes"],
+                params["fetchpriority"]) == ("preload", "image", "image/webp", "100vw", "high")
+        assert served.get(href)[0] == 200  # what it names is served
+        assert served.get(f"{page}?q=1")[1].get("link") == headers["link"]  # any query
+    status, headers, _ = served.get(f"/{manifests[0].variants[0].path}")
     assert status == 200 and "link" not in headers  # never on images
-    assert "link" not in served.get("/ads/2/")[1]
+    status, headers, _ = served.get("/ads/2/")
+    assert status == 200 and "link" not in headers  # a page not in the pages file
 
 
 def test_only_hashed_variant_names_are_served(served: Served) -> None:
@@ -144,6 +163,8 @@ def test_only_hashed_variant_names_are_served(served: Served) -> None:
     folder = site.settings.cache.ram_root / Path(hot).parent
     (folder / ".tmp-0123.part").write_bytes(b"partial")
     (folder / "notes.txt").write_bytes(b"not a variant")
+    (folder / f"{Path(hot).name}.bak").write_bytes(b"a backup")
+    (folder / Path(hot).name.replace(".webp", ".WEBP")).write_bytes(b"another case")
     for path in ("/.imgwarm-tier", f"/{Path(hot).parent}/.tmp-0123.part",
                  f"/{Path(hot).parent}/notes.txt", "/.env", f"/{hot}.bak",
                  f"/{hot.replace('.webp', '.WEBP')}"):
@@ -171,23 +192,42 @@ def test_the_snippet_passes_nginx_t(served: Served, tmp_path: Path) -> None:
 
 
 def test_hostile_pages_are_escaped_or_refused(served: Served, tmp_path: Path) -> None:
-    key = served.site.manifests()[0].key
+    site = served.site
+    key = site.manifests()[0].key
+    odd = "/a'b;(c)=d,e!&@:+*\"{x} ü\\y/"  # quotes, braces, semicolons, space, backslash
+    www = tmp_path / "odd-www"
+    (www / odd.strip("/")).mkdir(parents=True)
+    (www / odd.strip("/") / "index.html").write_text("<h1>odd</h1>")
     escaped = tmp_path / "escaped.json"
-    escaped.write_text(json.dumps({'/a"b;} {#x\\': [key]}))
-    out = tmp_path / "ok.conf"
-    code, _, err = emit(served.site, "--pages", escaped, "--check", "--out", out)
-    assert code == 0, err
-    assert '"/a\\"b;} {#x\\\\"' in out.read_text()
-    for page in ("/a$host", "/a\nb", "/a\x00b", "/a\u202eb"):
-        hostile = tmp_path / "hostile.json"
-        hostile.write_text(json.dumps({page: [key]}))
-        refused = tmp_path / "refused.conf"
-        code, _, err = emit(served.site, "--pages", hostile, "--out", refused)
-        assert code == 1 and "cannot go into an nginx config" in err and repr(page) in err
+    escaped.write_text(json.dumps({odd: [key]}))
+    with running(site, tmp_path / "odd-nginx", "--pages", escaped, "--site-root", www) as odd_nginx:
+        status, headers, body = odd_nginx.get(urllib.parse.quote(odd, safe="/;'()=,!&@:+*"))
+        assert (status, body) == (200, b"<h1>odd</h1>")
+        assert parse_link(headers["link"])[1]["rel"] == "preload"  # decoded, as nginx sent it
+    refused = tmp_path / "refused.conf"
+    hostile = tmp_path / "hostile.json"
+    for text in [json.dumps({page: [key]}) for page in (
+            "/a$host", "/a\nb", "/a\x00b", "/a\u202eb", "/a#b", "/a?b", "/a\udcffb",
+            "/" + "x" * 3000, "relative")] + [
+            json.dumps({"/": ["a\x00b"]}), json.dumps({"/": ["a\udcffb"]}),
+            json.dumps({"/About": [key], "/about": [key]}),  # one to nginx's map
+            f'{{"/": ["{key}"], "/": ["{key}"]}}', "[]", "{", '{"/": []}']:
+        hostile.write_text(text)
+        code, _, err = emit(site, "--pages", hostile, "--site-root", www, "--out", refused)
+        assert code == 1 and "pages file" in err and "Traceback" not in err, text[:60]
         assert not refused.exists()
+    hostile.write_text(json.dumps({"/": [key]}))
+    for sizes in ('100vw", <https://evil/x.js>; rel=preload; as=script; x="', "1" * 300):
+        code, _, err = emit(site, "--pages", hostile, "--site-root", www, "--sizes", sizes,
+                            "--out", refused)
+        assert code == 1 and "--sizes" in err and not refused.exists()
+    for option, value in (("--server-name", "a.com;"), ("--server-name", "b\udcff"),
+                          ("--listen", "80; include /etc/passwd"), ("--app", "http://x/$a")):
+        code, _, err = emit(site, option, value, "--out", refused)
+        assert code in (1, 2) and option in err and not refused.exists(), (option, value)
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({"/": ["no/such/source.jpg"]}))
-    code, _, err = emit(served.site, "--pages", missing)
+    code, _, err = emit(site, "--pages", missing, "--site-root", www)
     assert code == 1 and "no manifest for source 'no/such/source.jpg'" in err
 
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from imgwarm.store.changes import LocalChangeLog, S3ChangeLog
+from imgwarm.store.changes import FOLDER, LocalChangeLog, S3ChangeLog
 
 
 def test_local_entries_after_the_cursor_only(tmp_path: Path) -> None:
@@ -70,3 +70,23 @@ def test_s3_entries_after_the_cursor_and_late_writers(s3_server: Any) -> None:
     again = journal.since(batch.cursor)
     assert [k for _, k in again.entries] == ["late.jpg"]
     assert journal.since(again.cursor).entries == []
+
+
+def test_hostile_journal_entries_and_cursors_are_skipped(tmp_path: Path) -> None:
+    journal = LocalChangeLog(tmp_path)
+    journal.record("good.jpg")
+    hour = next((tmp_path / FOLDER).rglob("*.log"))
+    with hour.open("ab") as log:
+        log.write(b'{"t": NaN, "key": "nan.jpg"}\n{"t": 1e400, "key": "inf.jpg"}\n')
+        log.write(b"[" * 100_000 + b"\n")  # nested past the parser's recursion limit
+        log.write(b'{"t": 1, "key": ["not", "a", "key"]}\n\xff\xfe garbage\n')
+        log.write(b'{"t": 1, "key": "' + b"k" * 70_000 + b'"}\n')  # beyond MAX_ENTRY
+    (hour.parent / "stray").mkdir()  # a folder where an hour file would be...
+    (tmp_path / FOLDER / "1999").write_bytes(b"a stray file where a year folder would be")
+    journal.record("later.jpg")
+    assert [k for _, k in journal.since("").entries] == ["good.jpg", "later.jpg"]
+    for cursor in ("", "2026/11/23/12.log:0"):
+        assert journal.readable(cursor)
+    for cursor in ('{"after": "", "seen": []}', "../../etc/passwd:0", "x.log:-1",
+                   "2026/11/23/12.log:99999999999999999999"):
+        assert not journal.readable(cursor)  # warm then lists everything instead

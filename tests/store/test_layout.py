@@ -145,3 +145,20 @@ def test_files_lists_every_file_in_order_and_no_temporary_or_linked_folder(
     listed = [str(p) for p in store.files()]
     assert listed == ["top.json", *sorted(keys)]
     assert [str(p) for p in store.files("03")] == sorted(k for k in keys if k.startswith("03/"))
+
+
+def test_a_folder_swapped_for_a_link_after_use_is_refused(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.webp").write_bytes(b"secret")
+    store = LocalStore(root, fsync=False)
+    assert store.write("a/b/ok.webp", b"fine") and store.read("a/b/ok.webp") == b"fine"
+    (root / "a").rename(root / "a_old")  # the folder, once used, now leads out
+    (root / "a").symlink_to(outside)
+    (outside / "b").mkdir()
+    (outside / "b" / "secret.webp").write_bytes(b"secret")
+    for act in (lambda: store.read("a/b/secret.webp"), lambda: store.write("a/b/new.webp", b"x"),
+                lambda: store.delete("a/b/secret.webp")):
+        with pytest.raises(LayoutError, match="outside"):
+            act()
+    assert sorted(p.name for p in (outside / "b").iterdir()) == ["secret.webp"]
