@@ -35,52 +35,26 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-IMGWARM = ROOT / ".venv" / "bin" / "imgwarm"
-PYTHON = ROOT / ".venv" / "bin" / "python"
+from common import (  # bench/common.py: what the cache benchmarks share
+    HERE,
+    IMGWARM,
+    PYTHON,
+    env_for,
+    mount,
+    quiet_caches,
+    settings_for,
+    timed,
+    unmount,
+)
 
-from imgwarm.config import Settings  # noqa: E402
-from imgwarm.store import Stores  # noqa: E402
-from tests.cache.conftest import Site, synthetic  # noqa: E402
-
-
-def _quiet_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    if os.geteuid() == 0:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
-def _mount(where: Path, size: str) -> None:
-    where.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                   check=True)
-
-
-def _settings(base: Path, ram: Path, **extra: Any) -> Settings:
-    return Settings().updated(
-        origin_root=base / "origin", manifest_root=base / "manifest", nvme_root=base / "nvme",
-        ram_root=ram / "tier", cache_state=base / "state", fsync=False, **extra)
-
-
-def _env(settings: Settings) -> dict[str, str]:
-    return {**os.environ, **Site(settings, Path(), Path()).env()}
-
-
-def _timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    started = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    took = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{command[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return took, done.stdout
+from imgwarm.config import Settings
+from imgwarm.store import Stores
+from tests.cache.conftest import Site, synthetic
 
 
 def _clear_tiers(settings: Settings) -> None:
@@ -92,12 +66,12 @@ def _clear_tiers(settings: Settings) -> None:
 
 def bench_copy(work: Path, files: int, runs: int) -> dict[str, Any]:
     ram = work / "ram"
-    _mount(ram, "1g")
+    mount(ram, "1g")
     try:
-        settings = _settings(work, ram)
+        settings = settings_for(work, ram)
         site = Site(settings, work, work / "sources")
         synthetic(site, files // 3, 3, seed=0)
-        env = _env(settings)
+        env = env_for(settings)
         warm_cmd = [str(IMGWARM), "warm", "--json"]
         target = work / "rsync-copy"
         times: dict[str, list[float]] = {"imgwarm": [], "rsync": [], "rsync+sync": []}
@@ -108,24 +82,24 @@ def bench_copy(work: Path, files: int, runs: int) -> dict[str, Any]:
                 shutil.rmtree(target, ignore_errors=True)
                 if what == "imgwarm":
                     _clear_tiers(settings)
-                _quiet_caches()
+                quiet_caches()
                 if what == "imgwarm":
-                    took, out = _timed(warm_cmd, env)
+                    took, out = timed(warm_cmd, env)
                     report = json.loads(out)
                     times["imgwarm"].append(took)
                 else:
                     started = time.perf_counter()
-                    _timed(["rsync", "-a", f"{settings.store.origin_root}/", str(target)])
+                    timed(["rsync", "-a", f"{settings.store.origin_root}/", str(target)])
                     times["rsync"].append(time.perf_counter() - started)
                     subprocess.run(["sync"], check=True)
                     times["rsync+sync"].append(time.perf_counter() - started)
         # the tiers now hold the last imgwarm run's placement: re-runs from here
         first = statistics.median(times["imgwarm"])
-        _quiet_caches()
-        again, _ = _timed(warm_cmd, env)
+        quiet_caches()
+        again, _ = timed(warm_cmd, env)
         synthetic(site, max(1, files // 3 // 100), 3, seed=1)
-        _quiet_caches()
-        new, out = _timed(warm_cmd, env)
+        quiet_caches()
+        new, out = timed(warm_cmd, env)
         after = json.loads(out)
         shutil.rmtree(target, ignore_errors=True)
         return {
@@ -138,7 +112,7 @@ def bench_copy(work: Path, files: int, runs: int) -> dict[str, Any]:
             "rerun_1pct_copied": after["nvme"]["copied"] + after["ram"]["copied"],
         }
     finally:
-        subprocess.run(["umount", "-l", str(ram)], check=False)
+        unmount(ram)
 
 
 def _scale_state(work: Path, ram: Path, count: int) -> Settings:
@@ -149,8 +123,8 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
     from imgwarm.cache.tiers import Tiers
     from imgwarm.store.layout import Layout
 
-    settings = _settings(work, ram)
-    stores = Stores.for_settings(settings.store)
+    settings = settings_for(work, ram)
+    stores = Stores.forsettings_for(settings.store)
     journal = stores.manifests.changes
     assert journal is not None
     tiers = Tiers.open(settings.cache.ram_root, settings.cache.nvme_root,
@@ -191,18 +165,18 @@ def bench_scale(work: Path, sizes: list[int], runs: int) -> dict[str, Any]:
     for count in sizes:
         base = work / f"scale-{count}"
         ram = base / "ram"
-        _mount(ram, "64m")
+        mount(ram, "64m")
         try:
             settings = _scale_state(base, ram, count)
             warm(settings)  # settles RAM's placement once, as the server's runs would have
             command, library = [], []
             for _ in range(runs):
-                _quiet_caches()
-                took, out = _timed([str(IMGWARM), "warm", "--json"], _env(settings))
+                quiet_caches()
+                took, out = timed([str(IMGWARM), "warm", "--json"], env_for(settings))
                 report = json.loads(out)
                 assert report["nvme"]["copied"] == 0 and report["ram"]["copied"] == 0, report
                 command.append(took)
-                _quiet_caches()
+                quiet_caches()
                 started = time.perf_counter()
                 warm(settings)
                 library.append(time.perf_counter() - started)
@@ -210,7 +184,7 @@ def bench_scale(work: Path, sizes: list[int], runs: int) -> dict[str, Any]:
                                  "library": statistics.median(library),
                                  "held": report["nvme"]["held"]}
         finally:
-            subprocess.run(["umount", "-l", str(ram)], check=False)
+            unmount(ram)
             shutil.rmtree(base, ignore_errors=True)
     return found
 
@@ -291,7 +265,7 @@ def bench_logs(work: Path, lines: int) -> dict[str, Any]:
             log.read_bytes()  # in the page cache, as a log nginx has just written is
             state = base / f"index-{name}.sqlite"
             shutil.copy(base / "index.sqlite", state)
-            _, out = _timed([str(PYTHON), "-c", _LOG_CHILD, str(log), str(state), str(now)])
+            _, out = timed([str(PYTHON), "-c", _LOG_CHILD, str(log), str(state), str(now)])
             result = json.loads(out)
             result["lines_per_second"] = result["lines"] / result["seconds"]
             result["parse_lines_per_second"] = result["lines"] / result["parse_seconds"]

@@ -43,6 +43,8 @@ class PagesError(ImgwarmError):
 class Page:
     path: str  # as the browser sends it (percent-encoded), quoted for nginx
     link: str  # the Link header's value, quoted for nginx
+    nopush: str  # the same, marked not to be pushed
+
 
 
 def read_pages(file: Path) -> dict[str, list[str]]:
@@ -136,7 +138,11 @@ def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
     href = next((v for v in variants if v.width >= HREF_WIDTH), variants[-1])
     media = OUTPUTS[variants[0].format].media_type
     srcset = ", ".join(f"{prefix}{v.path} {v.width}w" for v in variants)
-    link = (f'<{prefix}{href.path}>; rel=preload; as=image; type="{media}"; '
-            f'imagesrcset="{srcset}"; imagesizes="{sizes}"; fetchpriority=high')
+    start = f"<{prefix}{href.path}>; rel=preload"
+    rest = (f'; as=image; type="{media}"; imagesrcset="{srcset}"; imagesizes="{sizes}"; '
+            "fetchpriority=high")
+    # nopush right after rel: nginx's push parser splits the header at every comma, even
+    # inside the quoted srcset, so a nopush at the end would not reach the first link.
     return Page(path=quoted(request_path(page), f"page {page!r}"),
-                link=quoted(link, f"page {page!r}"))
+                link=quoted(start + rest, f"page {page!r}"),
+                nopush=quoted(f"{start}; nopush{rest}", f"page {page!r}"))

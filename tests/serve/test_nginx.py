@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import urllib.error
 import urllib.parse
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from imgwarm.config import Settings
-from imgwarm.serve.nginx import NginxError, check_push
+from imgwarm.serve.nginx import PUSH_REMOVED, NginxError, check_push, nginx_version
 from tests.cache.conftest import Site, make_site
 from tests.conftest import Cli
 from tests.servers import free_port, wait_for
@@ -44,11 +45,18 @@ class Served:
     port: int
     folder: Path
     pages: Path
+    scheme: str = "http"
 
-    def get(self, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+    @property
+    def base(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def get(self, path: str, method: str = "GET", **headers: str
+            ) -> tuple[int, dict[str, str], bytes]:
+        request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers)
+        unverified = ssl._create_unverified_context()  # the test's own self-signed cert
         try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
+            with urllib.request.urlopen(request, timeout=10, context=unverified) as answer:
                 headers = {k.lower(): v for k, v in answer.headers.items()}
                 return answer.status, headers, answer.read()
         except urllib.error.HTTPError as error:
@@ -67,6 +75,7 @@ def running(site: Site, folder: Path, *args: str | Path) -> Iterator[Served]:
         pytest.fail("nginx is not installed (./test.sh installs it as root)")
     folder.mkdir()
     port = free_port()
+    scheme = "https" if "--tls-cert" in args else "http"
     code, _, err = emit(site, *args, "--listen", f"127.0.0.1:{port}",
                         "--access-log", folder / "access.log", "--check",
                         "--out", folder / "imgwarm.conf")
@@ -78,7 +87,7 @@ def running(site: Site, folder: Path, *args: str | Path) -> Iterator[Served]:
     server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
                                "-g", "daemon off;"], stderr=subprocess.PIPE)
     try:
-        found = Served(site, port, folder, Path())
+        found = Served(site, port, folder, Path(), scheme)
         wait_for(lambda: _answers(found), "nginx")
         yield found
     finally:
@@ -270,3 +279,52 @@ def test_an_s3_origin_serves_variants_and_nothing_else(settings: Settings, tmp_p
             assert status == 404 or (path == f"{variant}?acl" and body.startswith(b"RIFF")), \
                 path
             assert b"ListBucketResult" not in body and b"<Error>" not in body, path
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def _pushed(served: Served, page: str, *headers: str) -> list[str]:
+    """The paths nginx pushed on one h2 visit of ``page``: `nghttp -ans` marks them with *."""
+    nghttp = shutil.which("nghttp")
+    if nghttp is None:
+        pytest.fail("nghttp is not installed (./test.sh installs nghttp2-client as root)")
+    args = [nghttp, "-ans", f"{served.base}{page}"]
+    for header in headers:
+        args += ["-H", header]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"^\s*\d+\s+\+\S+\s+(\*?)\s*\+\S+\s+\S+\s+(\d{3})\s+\S+\s+(\S+)$",
+                      done.stdout, re.MULTILINE)
+    assert ("", "200", page) in rows, done.stdout  # it spoke h2 and the page was answered
+    return [path for star, code, path in rows if star == "*" and code == "200"]
+
+
+def test_push_on_a_first_visit_and_none_with_the_cookie(served: Served, tmp_path: Path) -> None:
+    version = nginx_version()
+    if version is None or version >= PUSH_REMOVED:
+        pytest.fail(f"this test needs an nginx with HTTP/2 push (< 1.25.1), found {version}")
+    cert, key = _self_signed(tmp_path)
+    manifests = sorted(served.site.manifests(), key=lambda m: m.key)
+    with running(served.site, tmp_path / "push-nginx", "--pages", served.pages, "--site-root",
+                 served.folder.parent / "www", "--push", "--tls-cert", cert,
+                 "--tls-key", key) as pushing:
+        status, headers, _ = pushing.get("/ads/1/")
+        assert status == 200 and "imgwarm_pushed=1" in headers["set-cookie"]
+        href, _ = parse_link(headers["link"])
+        assert _pushed(pushing, "/ads/1/") == [href]  # the page's image, once
+        assert href == next(f"/{v.path}" for v in sorted(
+            manifests[1].variants, key=lambda v: v.width)
+            if v.format == "webp" and v.width >= 640)
+        assert _pushed(pushing, "/ads/1/", "cookie: a=b; imgwarm_pushed=1") == []
+        _, again, _ = pushing.get("/ads/1/", Cookie="imgwarm_pushed=1")
+        target, params = parse_link(again["link"])  # still preloaded, just not pushed
+        assert (target, params["rel"], "nopush" in params, params["imagesrcset"]) == \
+            (href, "preload", True, parse_link(headers["link"])[1]["imagesrcset"])
+        assert _pushed(pushing, "/ads/2/") == []  # a page without an image of its own
+        assert _pushed(pushing, f"{href}") == []  # never from an image

@@ -1,0 +1,56 @@
+"""What the cache and serving benchmarks share: tmpfs mounts, cold caches, tier settings and
+timed commands."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+IMGWARM = ROOT / ".venv" / "bin" / "imgwarm"
+PYTHON = ROOT / ".venv" / "bin" / "python"
+
+from imgwarm.config import Settings  # noqa: E402
+from tests.cache.conftest import Site  # noqa: E402
+
+
+def quiet_caches() -> None:
+    """Everything on disk, then the page cache dropped (as root): the next read is cold."""
+    subprocess.run(["sync"], check=True)
+    if os.geteuid() == 0:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def mount(where: Path, size: str) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                   check=True)
+
+
+def unmount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def settings_for(base: Path, ram: Path, **extra: Any) -> Settings:
+    return Settings().updated(
+        origin_root=base / "origin", manifest_root=base / "manifest", nvme_root=base / "nvme",
+        ram_root=ram / "tier", cache_state=base / "state", fsync=False, **extra)
+
+
+def env_for(settings: Settings) -> dict[str, str]:
+    return {**os.environ, **Site(settings, Path(), Path()).env()}
+
+
+def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return took, done.stdout

@@ -1,0 +1,258 @@
+"""Benchmark the emitted nginx config with wrk: what the tier chain costs, what RAM is worth.
+
+    chain  one hot thumbnail (a RAM tier hit) through the config `imgwarm nginx` writes,
+           against a plain ``root`` config serving the same file from the same folder, with
+           the same speed directives (sendfile, open_file_cache, reuseport, an access log) and
+           without them (nginx's defaults). Runs interleaved; requests/s, the median of RUNS.
+    tiers  FILES small files (5-30 KB, three widths a source) placed by `imgwarm warm`, each
+           request for a random one of them (wrk with a Lua script), the page cache dropped
+           before each run (echo 3 > /proc/sys/vm/drop_caches, as root): served through the
+           emitted config from the NVMe tier (the RAM tier empty) against from the RAM tier;
+           requests/s and latency percentiles (p50, p99), a fresh nginx each run.
+
+Both nginx and wrk run on this machine: nginx with one worker, wrk with one thread, so each
+has a core of the two. Usage (root; a quiet machine: no tests, no other sessions):
+    .venv/bin/python bench/nginx.py                        # both parts
+    .venv/bin/python bench/nginx.py --parts tiers --files 100000 --seconds 10
+
+The Markdown table is printed and, with the raw numbers, written to bench/results/nginx.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from common import HERE, IMGWARM, env_for, mount, quiet_caches, settings_for, timed, unmount
+
+from imgwarm.config import Settings
+from tests.cache.conftest import Site, synthetic
+from tests.servers import free_port
+
+Config = Callable[[int], str]  # the http {} part of an nginx config, for a port
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+SPEED = """    sendfile on;
+    tcp_nopush on;
+    open_file_cache max=200000 inactive=120s;
+    open_file_cache_valid 30s;
+    open_file_cache_errors on;
+"""
+RANDOM_PATHS = """-- A random one of the paths in {paths} on each request.
+local paths = {{}}
+for line in io.lines("{paths}") do paths[#paths + 1] = line end
+math.randomseed({seed})
+request = function()
+    return wrk.format("GET", paths[math.random(#paths)])
+end
+"""
+
+
+@contextlib.contextmanager
+def nginx(folder: Path, config: Config) -> Iterator[int]:
+    """A fresh nginx (one worker) whose http {} holds ``config`` for a free port."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    port = free_port()
+    (folder / "nginx.conf").write_text(
+        f"user root;\nworker_processes 1;\npid {folder}/nginx.pid;\n"
+        f"error_log {folder}/error.log;\nevents {{ worker_connections 4096; }}\n"
+        f"http {{\ninclude /etc/nginx/mime.types;\n{config(port)}\n}}\n")
+    server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
+                               "-g", "daemon off;"])
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/.none", timeout=1)
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def wrk(port: int, path: str, seconds: int, connections: int,
+        script: Path | None = None) -> dict[str, float]:
+    """One wrk run: requests/s and the p50 and p99 latencies in ms; non-2xx answers refused."""
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script is not None:
+        command += ["-s", str(script)]
+    _, out = timed([*command, f"http://127.0.0.1:{port}{path}"])
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise SystemExit(f"wrk saw errors:\n{out}")
+    percentiles = {p: _ms(v, unit) for p, v, unit in
+                   re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)$", out, re.MULTILINE)}
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+            "p50_ms": percentiles["50"], "p99_ms": percentiles["99"]}
+
+
+def _ms(value: str, unit: str) -> float:
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def emitted(settings: Settings, access_log: Path) -> Config:
+    """The config `imgwarm nginx` writes for these settings."""
+    def config(port: int) -> str:
+        return timed([str(IMGWARM), "nginx", "--listen", f"127.0.0.1:{port}",
+                      "--access-log", str(access_log)], env_for(settings))[1]
+    return config
+
+
+def plain(root: Path, access_log: Path, speed: bool) -> Config:
+    def config(port: int) -> str:
+        listen = f"127.0.0.1:{port}" + (" reuseport" if speed else "")
+        return (f"server {{\n    listen {listen};\n    root {root};\n"
+                f"    access_log {access_log};\n{SPEED if speed else ''}}}\n")
+    return config
+
+
+def _site(work: Path, ram: Path, files: int) -> tuple[Site, list[str]]:
+    """An origin of ``files`` variants, all placed in both tiers by `imgwarm warm`."""
+    settings = settings_for(work, ram, ram_budget="100%", ram_max_width=16383)
+    site = Site(settings, work, work / "sources")
+    synthetic(site, -(-files // 3), 3, sizes=(5000, 30000))
+    timed([str(IMGWARM), "warm", "--json"], env_for(settings))
+    paths = sorted(str(p.relative_to(settings.cache.ram_root)) for p in
+                   settings.cache.ram_root.rglob("*.webp"))
+    return site, paths
+
+
+def bench_chain(work: Path, runs: int, seconds: int, connections: int) -> dict[str, Any]:
+    ram = work / "ram"
+    mount(ram, "256m")
+    try:
+        site, paths = _site(work / "chain", ram, 300)
+        hot = "/" + min(paths, key=lambda p: (site.settings.cache.ram_root / p).stat().st_size)
+        configs = {
+            "imgwarm": emitted(site.settings, work / "imgwarm.log"),
+            "plain root, same directives": plain(site.settings.cache.ram_root,
+                                                 work / "plain.log", speed=True),
+            "plain root, nginx defaults": plain(site.settings.cache.ram_root,
+                                                work / "defaults.log", speed=False),
+        }
+        found: dict[str, list[float]] = {name: [] for name in configs}
+        for run in range(runs):
+            names = list(configs) if run % 2 == 0 else list(reversed(configs))
+            for name in names:
+                with nginx(work / "nginx", configs[name]) as port:
+                    wrk(port, hot, 1, connections)  # warm up: open_file_cache, connections
+                    found[name].append(wrk(port, hot, seconds, connections)["rps"])
+        rps = {name: statistics.median(values) for name, values in found.items()}
+        return {"file_bytes": (site.settings.cache.ram_root / hot[1:]).stat().st_size,
+                "rps": rps, "raw": found,
+                "imgwarm_over_plain": rps["imgwarm"] / rps["plain root, same directives"],
+                "imgwarm_over_defaults": rps["imgwarm"] / rps["plain root, nginx defaults"]}
+    finally:
+        unmount(ram)
+
+
+def bench_tiers(work: Path, files: int, runs: int, seconds: int,
+                connections: int) -> dict[str, Any]:
+    ram = work / "ram"
+    mount(ram, "4g")
+    empty = work / "empty-ram"
+    mount(empty, "16m")
+    try:
+        site, paths = _site(work / "tiers", ram, files)
+        paths_file = work / "paths.txt"
+        paths_file.write_text("".join(f"/{p}\n" for p in paths))
+        configs = {
+            "ram": emitted(site.settings, work / "ram.log"),
+            "nvme": emitted(site.settings.updated(ram_root=empty / "tier"), work / "nvme.log"),
+        }
+        found: dict[str, list[dict[str, float]]] = {"ram": [], "nvme": []}
+        for run in range(runs):
+            script = work / f"random-{run}.lua"
+            script.write_text(RANDOM_PATHS.format(paths=paths_file, seed=run + 1))
+            for name in (["nvme", "ram"] if run % 2 == 0 else ["ram", "nvme"]):
+                with nginx(work / "nginx", configs[name]) as port:
+                    quiet_caches()
+                    found[name].append(wrk(port, "/", seconds, connections, script))
+        median = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+                  for name, rows in found.items()}
+        total = sum((site.settings.cache.nvme_root / p).stat().st_size for p in paths)
+        return {"files": len(paths), "bytes": total, "median": median, "raw": found,
+                "drop_caches": os.geteuid() == 0,
+                "ram_over_nvme_rps": median["ram"]["rps"] / median["nvme"]["rps"],
+                "nvme_over_ram_p50": median["nvme"]["p50_ms"] / median["ram"]["p50_ms"],
+                "nvme_over_ram_p99": median["nvme"]["p99_ms"] / median["ram"]["p99_ms"]}
+    finally:
+        unmount(ram)
+        unmount(empty)
+
+
+def _table(results: dict[str, Any]) -> str:
+    rows = ["| measure | result |", "|---|---|"]
+    chain = results.get("chain")
+    if chain:
+        rps = chain["rps"]
+        rows += [
+            f"| hot thumbnail ({chain['file_bytes']:,} B, RAM tier hit): imgwarm config / "
+            f"plain root with the same directives, requests/s | "
+            f"{chain['imgwarm_over_plain']:.3f} |",
+            f"| same, imgwarm config / plain root with nginx's defaults | "
+            f"{chain['imgwarm_over_defaults']:.3f} |",
+            "| requests/s (imgwarm; plain, same directives; plain, defaults) | "
+            + "; ".join(f"{v:,.0f}" for v in rps.values()) + " |",
+        ]
+    tiers = results.get("tiers")
+    if tiers:
+        ram, nvme = tiers["median"]["ram"], tiers["median"]["nvme"]
+        rows += [
+            f"| {tiers['files']:,} files ({tiers['bytes'] / 2**20:,.0f} MiB), random requests, "
+            f"page cache dropped: RAM tier / NVMe tier requests/s | "
+            f"{tiers['ram_over_nvme_rps']:.2f} |",
+            f"| same, NVMe / RAM latency p50; p99 | {tiers['nvme_over_ram_p50']:.2f}; "
+            f"{tiers['nvme_over_ram_p99']:.2f} |",
+            f"| requests/s, p50, p99 (RAM; NVMe) | {ram['rps']:,.0f}, {ram['p50_ms']:.2f} ms, "
+            f"{ram['p99_ms']:.2f} ms; {nvme['rps']:,.0f}, {nvme['p50_ms']:.2f} ms, "
+            f"{nvme['p99_ms']:.2f} ms |",
+        ]
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="chain,tiers")
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--output", type=Path, default=HERE / "results" / "nginx.json")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/nginx.py mounts tmpfs and drops caches: run it as root")
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench/nginx.py needs wrk (apt-get install wrk)")
+    parts = set(args.parts.split(","))
+    results: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-nginx-", dir="/var/tmp"))
+    try:
+        if "chain" in parts:
+            results["chain"] = bench_chain(work, args.runs, args.seconds, args.connections)
+        if "tiers" in parts:
+            results["tiers"] = bench_tiers(work, args.files, args.runs, args.seconds,
+                                           args.connections)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(_table(results))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
