@@ -38,14 +38,15 @@ from typing import Any
 from common import HERE, IMGWARM, env_for, mount, quiet_caches, settings_for, timed, unmount
 
 from imgwarm.config import Settings
+from imgwarm.serve.nginx import OPEN_FILES
 from tests.cache.conftest import Site, synthetic
 from tests.servers import free_port
 
 Config = Callable[[int], str]  # the http {} part of an nginx config, for a port
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-SPEED = """    sendfile on;
+SPEED = f"""    sendfile on;
     tcp_nopush on;
-    open_file_cache max=200000 inactive=120s;
+    open_file_cache max={OPEN_FILES} inactive=120s;
     open_file_cache_valid 30s;
     open_file_cache_errors on;
 """
@@ -88,11 +89,11 @@ def nginx(folder: Path, config: Config) -> Iterator[int]:
 def wrk(port: int, path: str, seconds: int, connections: int,
         script: Path | None = None) -> dict[str, float]:
     """One wrk run: requests/s and the p50 and p99 latencies in ms; non-2xx answers refused."""
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "10s"]
     if script is not None:
         command += ["-s", str(script)]
     _, out = timed([*command, f"http://127.0.0.1:{port}{path}"])
-    if "Non-2xx" in out or "Socket errors" in out:
+    if "Non-2xx" in out or "Socket errors" in out:  # every request must be a whole 200
         raise SystemExit(f"wrk saw errors:\n{out}")
     percentiles = {p: _ms(v, unit) for p, v, unit in
                    re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)$", out, re.MULTILINE)}

@@ -45,6 +45,10 @@ HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
               "only for an nginx older than 1.25.1.")
 @click.option("--tier-header", is_flag=True,
               help="Add X-Cache-Tier: ram|nvme|origin to image responses.")
+@click.option("--open-files", type=int, metavar="N",
+              help="Descriptors nginx keeps open per worker (open_file_cache max; default "
+              "1000; 0: none). "
+              "Keep it under the worker's limit (worker_rlimit_nofile) less the connections.")
 @click.option("--check", is_flag=True, help="Run `nginx -t` on the result before writing it.")
 @click.option("--out", type=click.Path(path_type=Path),
               help="Write here (a file; a folder with --snippet). Default: standard output.")
@@ -63,6 +67,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     """
     from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.serve.nginx import (
+        OPEN_FILES,
         NginxOptions,
         check_push,
         image_prefix,
@@ -89,6 +94,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
             app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
             reuseport=not options["no_reuseport"], push=options["push"],
             tier_header=options["tier_header"], access_log=options["access_log"],
+            open_files=OPEN_FILES if options["open_files"] is None else options["open_files"],
             pages=found), snippet=snippet)
         if check:
             nginx_check(config, snippet=snippet)

@@ -27,6 +27,10 @@ from imgwarm.store.layout import Layout
 
 PUSH_REMOVED = (1, 25, 1)  # nginx removed HTTP/2 push (http2_push_preload) in 1.25.1
 PUSH_COOKIE = "imgwarm_pushed"
+# Descriptors nginx's open_file_cache keeps open per worker: each counts against the worker's
+# descriptor limit (1024 under systemd unless worker_rlimit_nofile says more) with the
+# connections; past it, opens fail and nginx answers 500.
+OPEN_FILES = 1000
 CA_FILE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's, Ubuntu's and Alpine's CA bundle
 # Response headers of S3 (and MinIO, Ceph, R2) that say nothing a visitor needs.
 S3_HIDDEN = (
@@ -61,6 +65,7 @@ class NginxOptions:
     reuseport: bool = True
     push: bool = False
     tier_header: bool = False
+    open_files: int = OPEN_FILES  # open_file_cache max; 0: no cache
     access_log: str | None = None  # where nginx writes it (default: from access_logs)
     pages: list[Page] = field(default_factory=list)
 
@@ -148,6 +153,7 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
         "access_log": _path(Path(options.access_log or _default_log(settings)), "access log"),
         "formats": list(OUTPUTS.values()), "ca_file": CA_FILE,
         "map_hash": _map_hash(options.pages), "snippet": snippet,
+        "open_files": _open_files(options.open_files),
     }
 
 
@@ -196,6 +202,12 @@ def _s3(settings: Settings) -> dict[str, Any]:
     return {"scheme": parts.scheme, "server": bare(f"{host}:{port}", "s3_endpoint_url"),
             "host": bare(host, "s3 host"), "path": bare(path, "s3_bucket and s3_prefix"),
             "hidden": S3_HIDDEN}
+
+
+def _open_files(count: int) -> int:
+    if not 0 <= count <= 10_000_000:
+        raise SettingsError(f"--open-files {count}: 0 (no cache) to 10,000,000")
+    return count
 
 
 def _default_log(settings: Settings) -> str:

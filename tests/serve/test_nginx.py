@@ -69,8 +69,9 @@ def emit(site: Site, *args: str | Path) -> tuple[int, str, str]:
 
 
 @contextlib.contextmanager
-def running(site: Site, folder: Path, *args: str | Path) -> Iterator[Served]:
-    """nginx running the config `imgwarm nginx ARGS` emits for ``site``, on a free port."""
+def running(site: Site, folder: Path, *args: str | Path, main: str = "") -> Iterator[Served]:
+    """nginx running the config `imgwarm nginx ARGS` emits for ``site``, on a free port;
+    ``main``: more directives for nginx.conf's main context."""
     if not Path(NGINX).exists():
         pytest.fail("nginx is not installed (./test.sh installs it as root)")
     folder.mkdir()
@@ -82,7 +83,7 @@ def running(site: Site, folder: Path, *args: str | Path) -> Iterator[Served]:
     assert code == 0, err
     user = "user root;\n" if os.geteuid() == 0 else ""  # the tiers are in root's temp folders
     (folder / "nginx.conf").write_text(
-        f"{user}pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
+        f"{user}{main}pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
         f"http {{ include /etc/nginx/mime.types; include {folder}/imgwarm.conf; }}\n")
     server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
                                "-g", "daemon off;"], stderr=subprocess.PIPE)
@@ -181,6 +182,21 @@ def test_only_hashed_variant_names_are_served(served: Served) -> None:
     for path in ("/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/a/../../etc/passwd"):
         status, _, body = served.get(path)
         assert status in (400, 404) and b"root:" not in body, path
+
+
+def test_open_file_cache_stays_within_the_descriptor_limit(served: Served,
+                                                           tmp_path: Path) -> None:
+    site = served.site
+    paths = sorted(site.in_tier("nvme"))
+    tight = "worker_processes 1;\nworker_rlimit_nofile 24;\n"  # a few more than nginx needs
+
+    def answers(folder: str, *args: str) -> list[int]:
+        with running(site, tmp_path / folder, *args, main=tight) as limited:
+            return [limited.get(f"/{path}")[0] for path in paths]
+
+    assert set(answers("many", "--open-files", "1000")) > {200}  # the limit binds: 500s
+    assert set(answers("few", "--open-files", "4")) == {200}
+    assert set(answers("none", "--open-files", "0")) == {200}
 
 
 def test_nginx_logs_what_warm_reads(served: Served) -> None:
