@@ -10,8 +10,8 @@
            emitted config from the NVMe tier (the RAM tier empty) against from the RAM tier;
            requests/s and latency percentiles (p50, p99), a fresh nginx each run.
 
-Both nginx and wrk run on this machine: nginx with one worker, wrk with one thread, so each
-has a core of the two. Usage (root; a quiet machine: no tests, no other sessions):
+Both nginx and wrk run on this machine: nginx with one worker pinned to one core, wrk with one
+thread pinned to another. Usage (root; a quiet machine: no tests, no other sessions):
     .venv/bin/python bench/nginx.py                        # both parts
     .venv/bin/python bench/nginx.py --parts tiers --files 100000 --seconds 10
 
@@ -32,6 +32,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ from imgwarm.serve.nginx import OPEN_FILES
 from tests.cache.conftest import Site, synthetic
 from tests.servers import free_port
 
+# nginx on one core, wrk on the other: neither moves, so runs repeat (unpinned, one config's
+# requests/s moved by 10% from run to run)
+PIN_NGINX, PIN_WRK = (["taskset", "-c", "0"], ["taskset", "-c", "1"]) \
+    if (os.cpu_count() or 1) >= 2 else ([], [])
 Config = Callable[[int], str]  # the http {} part of an nginx config, for a port
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SPEED = f"""    sendfile on;
@@ -60,8 +65,18 @@ end
 """
 
 
+@dataclass(frozen=True)
+class Nginx:
+    port: int
+    worker: int  # the worker process's pid: its CPU time is what a request costs
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.worker}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime+stime
+
+
 @contextlib.contextmanager
-def nginx(folder: Path, config: Config) -> Iterator[int]:
+def nginx(folder: Path, config: Config) -> Iterator[Nginx]:
     """A fresh nginx (one worker) whose http {} holds ``config`` for a free port."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -70,8 +85,8 @@ def nginx(folder: Path, config: Config) -> Iterator[int]:
         f"user root;\nworker_processes 1;\npid {folder}/nginx.pid;\n"
         f"error_log {folder}/error.log;\nevents {{ worker_connections 4096; }}\n"
         f"http {{\ninclude /etc/nginx/mime.types;\n{config(port)}\n}}\n")
-    server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
-                               "-g", "daemon off;"])
+    server = subprocess.Popen([*PIN_NGINX, NGINX, "-p", str(folder), "-c",
+                               str(folder / "nginx.conf"), "-g", "daemon off;"])
     try:
         for _ in range(100):
             try:
@@ -80,25 +95,32 @@ def nginx(folder: Path, config: Config) -> Iterator[int]:
                 break
             except OSError:
                 time.sleep(0.05)
-        yield port
+        children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+        yield Nginx(port, int(children[0]))
     finally:
         server.terminate()
         server.wait(timeout=10)
 
 
-def wrk(port: int, path: str, seconds: int, connections: int,
+def wrk(server: Nginx, path: str, seconds: int, connections: int,
         script: Path | None = None) -> dict[str, float]:
-    """One wrk run: requests/s and the p50 and p99 latencies in ms; non-2xx answers refused."""
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "10s"]
+    """One wrk run: requests/s, the p50 and p99 latencies in ms and the nginx worker's CPU time
+    a request (µs: steady where requests/s moves with the neighbours); non-2xx refused."""
+    command = [*PIN_WRK, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency",
+               "--timeout", "10s"]
     if script is not None:
         command += ["-s", str(script)]
-    _, out = timed([*command, f"http://127.0.0.1:{port}{path}"])
+    cpu = server.cpu_seconds()
+    _, out = timed([*command, f"http://127.0.0.1:{server.port}{path}"])
+    cpu = server.cpu_seconds() - cpu
     if "Non-2xx" in out or "Socket errors" in out:  # every request must be a whole 200
         raise SystemExit(f"wrk saw errors:\n{out}")
     percentiles = {p: _ms(v, unit) for p, v, unit in
                    re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)$", out, re.MULTILINE)}
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
-            "p50_ms": percentiles["50"], "p99_ms": percentiles["99"]}
+            "p50_ms": percentiles["50"], "p99_ms": percentiles["99"],
+            "cpu_us": cpu * 1e6 / requests}
 
 
 def _ms(value: str, unit: str) -> float:
@@ -145,18 +167,21 @@ def bench_chain(work: Path, runs: int, seconds: int, connections: int) -> dict[s
             "plain root, nginx defaults": plain(site.settings.cache.ram_root,
                                                 work / "defaults.log", speed=False),
         }
-        found: dict[str, list[float]] = {name: [] for name in configs}
+        found: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
         for run in range(runs):
             names = list(configs) if run % 2 == 0 else list(reversed(configs))
             for name in names:
-                with nginx(work / "nginx", configs[name]) as port:
-                    wrk(port, hot, 1, connections)  # warm up: open_file_cache, connections
-                    found[name].append(wrk(port, hot, seconds, connections)["rps"])
-        rps = {name: statistics.median(values) for name, values in found.items()}
+                with nginx(work / "nginx", configs[name]) as server:
+                    wrk(server, hot, 1, connections)  # warm up: open_file_cache, connections
+                    found[name].append(wrk(server, hot, seconds, connections))
+        median = _medians(found)
+        same, defaults = median["plain root, same directives"], median["plain root, nginx defaults"]
         return {"file_bytes": (site.settings.cache.ram_root / hot[1:]).stat().st_size,
-                "rps": rps, "raw": found,
-                "imgwarm_over_plain": rps["imgwarm"] / rps["plain root, same directives"],
-                "imgwarm_over_defaults": rps["imgwarm"] / rps["plain root, nginx defaults"]}
+                "median": median, "raw": found,
+                "imgwarm_over_plain": median["imgwarm"]["rps"] / same["rps"],
+                "imgwarm_over_defaults": median["imgwarm"]["rps"] / defaults["rps"],
+                "cpu_imgwarm_over_plain": median["imgwarm"]["cpu_us"] / same["cpu_us"],
+                "cpu_imgwarm_over_defaults": median["imgwarm"]["cpu_us"] / defaults["cpu_us"]}
     finally:
         unmount(ram)
 
@@ -180,11 +205,10 @@ def bench_tiers(work: Path, files: int, runs: int, seconds: int,
             script = work / f"random-{run}.lua"
             script.write_text(RANDOM_PATHS.format(paths=paths_file, seed=run + 1))
             for name in (["nvme", "ram"] if run % 2 == 0 else ["ram", "nvme"]):
-                with nginx(work / "nginx", configs[name]) as port:
+                with nginx(work / "nginx", configs[name]) as server:
                     quiet_caches()
-                    found[name].append(wrk(port, "/", seconds, connections, script))
-        median = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-                  for name, rows in found.items()}
+                    found[name].append(wrk(server, "/", seconds, connections, script))
+        median = _medians(found)
         total = sum((site.settings.cache.nvme_root / p).stat().st_size for p in paths)
         return {"files": len(paths), "bytes": total, "median": median, "raw": found,
                 "drop_caches": os.geteuid() == 0,
@@ -196,19 +220,25 @@ def bench_tiers(work: Path, files: int, runs: int, seconds: int,
         unmount(empty)
 
 
+def _medians(found: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    return {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            for name, rows in found.items()}
+
+
 def _table(results: dict[str, Any]) -> str:
     rows = ["| measure | result |", "|---|---|"]
     chain = results.get("chain")
     if chain:
-        rps = chain["rps"]
+        median = chain["median"]
         rows += [
             f"| hot thumbnail ({chain['file_bytes']:,} B, RAM tier hit): imgwarm config / "
-            f"plain root with the same directives, requests/s | "
-            f"{chain['imgwarm_over_plain']:.3f} |",
+            f"plain root with the same directives: requests/s; nginx CPU a request | "
+            f"{chain['imgwarm_over_plain']:.3f}; {chain['cpu_imgwarm_over_plain']:.3f} |",
             f"| same, imgwarm config / plain root with nginx's defaults | "
-            f"{chain['imgwarm_over_defaults']:.3f} |",
-            "| requests/s (imgwarm; plain, same directives; plain, defaults) | "
-            + "; ".join(f"{v:,.0f}" for v in rps.values()) + " |",
+            f"{chain['imgwarm_over_defaults']:.3f}; {chain['cpu_imgwarm_over_defaults']:.3f} |",
+            "| requests/s and µs of nginx CPU a request (imgwarm; plain, same directives; "
+            "plain, defaults) | " + "; ".join(f"{v['rps']:,.0f} / {v['cpu_us']:.1f} µs"
+                                              for v in median.values()) + " |",
         ]
     tiers = results.get("tiers")
     if tiers:

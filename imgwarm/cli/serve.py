@@ -112,6 +112,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
         click.echo(f"wrote {out / HTTP_FILE} (include in http {{}}) and {out / SERVER_FILE} "
                    "(include in your server {})", err=True)
     else:
+        out.parent.mkdir(parents=True, exist_ok=True)
         _write(out, config.whole)
         click.echo(f"wrote {out} (include in http {{}} after mime.types)", err=True)
     ctx.exit(EXIT_OK)
