@@ -15,7 +15,7 @@ import ctypes
 import multiprocessing
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +65,9 @@ class Copier:
             self.pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("fork"),
                 initializer=_start, initargs=(self.tiers, origin, tuple(drop)))
+            # forked now, all of them (a fork pool starts every process on its first task),
+            # before this process starts threads whose locks a child would inherit taken
+            self.pool.submit(os.getpid).result()
         else:
             self.workers = S3_THREADS
             self.pool = ThreadPoolExecutor(S3_THREADS)
@@ -73,12 +76,18 @@ class Copier:
     def place(self, items: list[Item]) -> list[tuple[Result, ...]]:
         """Copy each item into its tiers; the results of an item in the order of its tiers,
         the items in order."""
+        return self.start(items)()
+
+    def start(self, items: list[Item]) -> Callable[[], list[tuple[Result, ...]]]:
+        """``place`` in the background: the call it returns waits for the results."""
         if not self.local:
-            return list(self.pool.map(
-                lambda item: place_one(self.tiers, self.origin, item), items))
+            futures = [self.pool.submit(place_one, self.tiers, self.origin, item)
+                       for item in items]
+            return lambda: [f.result() for f in futures]
         step = -(-len(items) // self.workers) or 1
-        slices = [items[i:i + step] for i in range(0, len(items), step)]
-        return [r for part in self.pool.map(_place_slice, slices) for r in part]
+        parts = [self.pool.submit(_place_slice, items[i:i + step])
+                 for i in range(0, len(items), step)]
+        return lambda: [r for part in parts for r in part.result()]
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -27,7 +27,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -47,7 +47,8 @@ from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Stores, safe_relative
 from imgwarm.store.layout import hash_of_name
 
-BATCH = 256  # files a commit
+BATCH = 1024  # files a commit (and a syncfs of the NVMe tier)
+AHEAD = 1  # batches copied ahead while the next is read (the copier always has one queued)
 Progress = Callable[[str, int, int], None]
 
 
@@ -207,6 +208,9 @@ class _Run:
         self.copier: Copier | None = None
         self.planned: set[str] = set()  # tiers ranked against their budget in this run
         self.lock: int | None = None  # the lock's descriptor: the copier's processes drop it
+        # copies started while the records are read: the items, and the call that waits
+        self.ahead: list[tuple[list[Item], Callable[[], list[tuple[Result, ...]]]]] = []
+        self.tried: set[str] = set()  # copied ahead in this run, whatever came of it
 
     def go(self, parser: LogFormat, logs: list[str] | None, hot_list: Path | None,
            full: bool) -> None:
@@ -300,35 +304,85 @@ class _Run:
         self._commit()
 
     def _sources(self, full: bool) -> None:
+        """The index set from what the manifest store says changed since the last run (all of
+        it on a first run, with --full, or when the journal cannot say)."""
         journal = self.stores.manifests.changes
         cursor = self.index.meta("changes")
-        records: list[tuple[str, Record | None, float]]
         if full or journal is None or cursor is None or not journal.readable(cursor):
             fresh = journal.now() if journal is not None else ""
-            listed = {Index.stored(r.key): r for r in self.stores.manifests.everything()}
-            known = {k for (k,) in self.index.db.execute("SELECT DISTINCT key FROM refs")}
-            records = [(k, r, self.now) for k, r in listed.items()]
-            records += [(k, None, self.now) for k in known - set(listed)]
+            self._listed(self.stores.manifests.everything())
         else:
             batch = journal.since(cursor)
             fresh = batch.cursor
             times = {key: t for t, key in batch.entries}  # the latest change of each key
             with ThreadPoolExecutor(max_workers=16) as pool:
                 found = list(pool.map(self.stores.manifests.record, times))
-            records = [(k, r, times[k]) for k, r in zip(times, found, strict=True)]
-        prior_now = 0.0
-        if records:  # the percentile reads every scored row: only when something is new
-            prior_now = self.index.prior(self.decay(self.now))
-        for key, record, when in records:
-            variants = record.variants if isinstance(record, Manifest) else []
-            prior = prior_now * self.decay(min(when, self.now)) / self.decay(self.now)
-            added, dropped = self.index.set_source(key, variants, prior)
-            self.report.variants_added += added
-            self.report.variants_dropped += dropped
-            self.changed = self.changed or bool(added or dropped)
-        self.report.sources = len(records)
+            if times:  # the percentile reads every scored row: only when something is new
+                prior_now = self.index.prior(self.decay(self.now))
+                for key, record in zip(times, found, strict=True):
+                    self._set_source(key, record, prior_now, times[key])
         if journal is not None:
             self.index.remember("changes", fresh)
+        self._commit()
+
+    def _listed(self, records: Iterator[Record]) -> None:
+        """Every record (a first run, --full): the index set from them as they are read, and
+        where NVMe takes every variant (no budget), their files copied there meanwhile."""
+        prior_now = self.index.prior(self.decay(self.now))
+        known = {k for (k,) in self.index.db.execute("SELECT DISTINCT key FROM refs")}
+        ahead: list[str] = []
+        for record in records:
+            key = Index.stored(record.key)
+            known.discard(key)
+            self._set_source(key, record, prior_now, self.now)
+            if isinstance(record, Manifest):
+                ahead.extend(v.path for v in record.variants)
+            if len(ahead) >= BATCH:
+                self._copy_ahead(ahead)
+                ahead = []
+        self._copy_ahead(ahead)
+        for key in known:  # no record any more
+            self._set_source(key, None, prior_now, self.now)
+        self._settle_ahead()
+
+    def _set_source(self, key: str, record: Record | None, prior_now: float,
+                    when: float) -> None:
+        variants = record.variants if isinstance(record, Manifest) else []
+        prior = prior_now * self.decay(min(when, self.now)) / self.decay(self.now)
+        added, dropped = self.index.set_source(key, variants, prior)
+        self.report.variants_added += added
+        self.report.variants_dropped += dropped
+        self.report.sources += 1
+        self.changed = self.changed or bool(added or dropped)
+
+    def _copy_ahead(self, paths: list[str]) -> None:
+        """Start copying to NVMe the variants of records just read, when NVMe is to take
+        every variant: the copies run while the rest of the records are read."""
+        nvme = self.tiers.nvme
+        if not paths or self.dry_run or self.cache.nvme_size() is not None or \
+                self.report.nvme.stopped:
+            return
+        placed = self.index.sizes(paths, placed_in=nvme.name)
+        items: list[Item] = [(p, size, (nvme.name,), False)
+                             for p, size in self.index.sizes(paths).items() if p not in placed]
+        if not items:
+            return
+        self.index.mark(nvme.name, [p for p, *_ in items], "placing")
+        self.touched.add(nvme.name)
+        self._commit()
+        self.ahead.append((items, self._copier().start(items)))
+        self.tried.update(p for p, *_ in items)
+        self._settle_ahead(keep=AHEAD)
+
+    def _settle_ahead(self, keep: int = 0) -> None:
+        """Wait for the copies started ahead but the last ``keep`` batches, and record them."""
+        if len(self.ahead) <= keep:
+            return
+        done = [(items, wait()) for items, wait in self.ahead[:len(self.ahead) - keep]]
+        del self.ahead[:len(done)]
+        self.tiers.nvme.sync()  # on the disk before the index says they are placed
+        for items, results in done:
+            self._settle(self.tiers.nvme, items, results)
         self._commit()
 
     def _hotness(self, parser: LogFormat, patterns: list[str]) -> None:
@@ -386,8 +440,8 @@ class _Run:
         """What to copy to NVMe: every variant not there yet; with a budget, the densest
         within it, whatever their width (the rest evicted first)."""
         tier, report = self.tiers.nvme, self.report.nvme
-        if self.cache.nvme_size() is None:
-            return dict(self.index.wanted_on_nvme())
+        if self.cache.nvme_size() is None:  # (what was copied ahead and failed: not again)
+            return {p: s for p, s in self.index.wanted_on_nvme() if p not in self.tried}
         budget = self._budget(tier, self.index.totals(tier.name, 1)[1])
         report.budget = budget
         if budget is None or (not self.changed and self.index.meta("nvme_budget") == budget):

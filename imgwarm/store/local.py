@@ -25,7 +25,7 @@ from imgwarm.store.layout import join_under, safe_relative
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
-WALK_THREADS = 8
+WALK_THREADS = 4  # measured cold and warm: more spend longer on the interpreter lock
 
 
 def _umask() -> int:
@@ -47,6 +47,40 @@ _UMASK = _umask()  # a file made 0o644 comes out 0o644 unless the umask takes bi
 def _unlistable(error: OSError) -> None:
     """A folder that cannot be read fails the listing: its files must not pass for gone."""
     raise StorageError(f"cannot list {error.filename}: {error.strerror}")
+
+
+_PROC_FDS: list[int] = []  # this process's /proc/self/fd folder, once opened
+
+
+def _proc_fds() -> int:
+    if not _PROC_FDS:
+        _PROC_FDS.append(os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+    return _PROC_FDS[0]
+
+
+def _forget_proc_fds() -> None:
+    """In a forked child: the parent's folder lists the parent's descriptors, not ours."""
+    if _PROC_FDS:
+        with contextlib.suppress(OSError):
+            os.close(_PROC_FDS.pop())
+
+
+os.register_at_fork(after_in_child=_forget_proc_fds)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """A file's bytes by read(2) (a buffered reader would also ask isatty and lseek); it may
+    have grown since fstat gave ``size``."""
+    parts = []
+    while chunk := os.read(fd, max(size, 1 << 16) + 1):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _temporary(name: str) -> bool:
@@ -95,20 +129,34 @@ class LocalStore:
     def _folder(self, folder: Path, *, make: bool = False) -> int:
         """The descriptor of ``folder``, checked inside the root; made first when ``make``.
         FileNotFoundError when it does not exist (and not ``make``)."""
+        return self._opened_folder(folder, make=make)[0]
+
+    def _opened_folder(self, folder: Path, *, make: bool) -> tuple[int, bool]:
+        """``_folder``, and whether this call made it (then it is known to be empty)."""
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        made = False
         try:
             fd = os.open(folder, flags)
         except FileNotFoundError:
             if not make:
                 raise
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(folder)
+                made = True
+            except FileNotFoundError:  # its parent first
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder)
+                    made = True
+            except FileExistsError:  # another writer's, meanwhile
+                pass
             fd = os.open(folder, flags)
         try:
             self._inside(fd, folder)
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, made
 
     def exists(self, key: Key) -> bool:
         return self.path(key).is_file()
@@ -129,7 +177,7 @@ class LocalStore:
             return None
         except OSError as error:
             raise StorageError(f"cannot read {path}: {error.strerror}") from None
-        with os.fdopen(fd, "rb") as handle:
+        try:
             self._inside(fd, path)
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):  # not a folder, FIFO or device
@@ -137,9 +185,11 @@ class LocalStore:
             if limit is not None and info.st_size > limit:
                 raise ObjectTooLarge(info.st_size)
             try:
-                return handle.read()
+                return _read_all(fd, info.st_size)
             except OSError as error:
                 raise StorageError(f"cannot read {path}: {error.strerror}") from None
+        finally:
+            os.close(fd)
 
     def describe(self, key: Key) -> str:
         return str(self.path(key))
@@ -149,25 +199,27 @@ class LocalStore:
         ``replace`` (content-addressed files never need replacing)."""
         target = self.path(key)
         try:
-            folder = self._folder(target.parent, make=True)
+            folder, made = self._opened_folder(target.parent, make=True)
         except OSError as error:
             raise _write_error(target, error) from None
         try:
-            return self._write_in(folder, target, data, replace)
+            return self._write_in(folder, target, data, replace, empty=made)
         finally:
             os.close(folder)
 
-    def _write_in(self, folder: int, target: Path, data: bytes, replace: bool) -> bool:
+    def _write_in(self, folder: int, target: Path, data: bytes, replace: bool, *,
+                  empty: bool = False) -> bool:
+        """``empty``: the folder was made for this file (nothing to look for, room for it)."""
         name = target.name
-        try:
-            there = stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
-        except FileNotFoundError:
-            there = False
+        there = False
+        if not empty:
+            with contextlib.suppress(FileNotFoundError):
+                there = stat.S_ISREG(os.stat(name, dir_fd=folder).st_mode)
         if there and not replace:
             return False
         temp = None
         try:
-            if not there:  # replacing adds no entry to the folder
+            if not there and not empty:  # replacing adds no entry to the folder
                 self._check_room(folder, target.parent)
             fd = self._unnamed(folder)
             if fd is None:
@@ -177,15 +229,16 @@ class LocalStore:
         except OSError as error:
             raise _write_error(target, error) from None
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
+            try:
+                _write_all(fd, data)
                 if self.fsync:
-                    os.fsync(handle.fileno())
+                    os.fsync(fd)
                 if _UMASK & 0o644:  # nginx workers must read it
-                    os.fchmod(handle.fileno(), 0o644)
+                    os.fchmod(fd, 0o644)
                 if temp is None:
-                    return self._link(handle.fileno(), folder, name, replace)
+                    return self._link(fd, folder, name, replace)
+            finally:
+                os.close(fd)
             if not replace:
                 try:  # a new name: linked, so that a file already there wins
                     os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
@@ -221,19 +274,16 @@ class LocalStore:
         an existing file wins, having the same content); a replaced one goes through a temp
         name."""
         # linkat(AT_SYMLINK_FOLLOW) on /proc/self/fd/N; os.link only asks for it with a dir fd.
-        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            if not replace:
-                try:
-                    os.link(str(fd), name, src_dir_fd=proc, dst_dir_fd=folder,
-                            follow_symlinks=True)
-                except FileExistsError:
-                    return False
-                return True
-            temp = f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
-            os.link(str(fd), temp, src_dir_fd=proc, dst_dir_fd=folder, follow_symlinks=True)
-        finally:
-            os.close(proc)
+        proc = _proc_fds()
+        if not replace:
+            try:
+                os.link(str(fd), name, src_dir_fd=proc, dst_dir_fd=folder,
+                        follow_symlinks=True)
+            except FileExistsError:
+                return False
+            return True
+        temp = f"{TEMP_PREFIX}{uuid.uuid4().hex}{TEMP_SUFFIX}"
+        os.link(str(fd), temp, src_dir_fd=proc, dst_dir_fd=folder, follow_symlinks=True)
         try:
             os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except OSError:

@@ -14,9 +14,12 @@ from imgwarm.manifest import Manifest, Record, parse_record
 from imgwarm.store.base import Store
 from imgwarm.store.changes import FOLDER, ChangeLog
 from imgwarm.store.layout import Layout
+from imgwarm.store.local import LocalStore
 
-LISTING_THREADS = 16
+LISTING_THREADS = 16  # reads in flight from S3
+LOCAL_THREADS = 2  # from a local disk (warm uses the cores to copy meanwhile)
 LISTING_CHUNK = 1024
+RUN = 16  # records a thread reads at a time
 
 
 class ManifestStore:
@@ -53,14 +56,20 @@ class ManifestStore:
 
     def everything(self) -> Iterator[Record]:
         """Every record: a full listing (a first ``warm``, ``--full``), not for every run.
-        Read LISTING_THREADS at a time: each read is a wait on a disk or the network."""
+        Each read is a wait on a disk or the network: read in threads (fewer for a local
+        store, where parsing holds the interpreter lock), each a run of records at a time
+        (a thread handed one small record at a time spends more on the lock than reading)."""
         paths = (p for p in self.store.files()
                  if p.parts[0] != FOLDER and p.suffix == ".json")
-        with ThreadPoolExecutor(LISTING_THREADS) as pool:
+        threads = LOCAL_THREADS if isinstance(self.store, LocalStore) else LISTING_THREADS
+        with ThreadPoolExecutor(threads) as pool:
             while chunk := list(itertools.islice(paths, LISTING_CHUNK)):
-                for found in pool.map(self._parsed, chunk):
-                    if found is not None:
-                        yield found
+                runs = [chunk[i:i + RUN] for i in range(0, len(chunk), RUN)]
+                for found in pool.map(self._run, runs):
+                    yield from found
+
+    def _run(self, paths: list[PurePosixPath]) -> list[Record]:
+        return [r for r in map(self._parsed, paths) if r is not None]
 
     def _parsed(self, path: PurePosixPath) -> Record | None:
         """The record at ``path``; None for a damaged one, an odd name, or a record that is
