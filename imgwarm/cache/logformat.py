@@ -18,6 +18,7 @@ never fatal, and nothing in it is evaluated.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,6 +27,9 @@ COMBINED = ('$remote_addr - $remote_user [$time_local] "$request" $status $body_
 _VARIABLE = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 _TIMES = ("time_local", "time_iso8601", "msec")
 _METHODS = rb"[A-Z]{1,16}"
+COUNTED_METHODS = (b"GET", b"HEAD")  # what counts as a request for the file
+COUNTED_STATUSES = (b"200", b"206", b"304")
+COUNTED_CODES = frozenset(int(code) for code in COUNTED_STATUSES)
 
 
 class LogFormatError(ValueError):
@@ -127,17 +131,25 @@ class LogFormat:
                 return parsed[1]
         return None
 
-    def requests(self, block: bytes) -> tuple[list[tuple[bytes, bytes, bytes]], int]:
-        """Every (method, path, status) of a block of whole lines, and how many lines could
-        not be read."""
+    def counted(self, block: bytes) -> tuple[Counter[bytes], int, int]:
+        """The successful GETs and HEADs of a block of whole lines (path -> how many), how
+        many lines it has, and how many could not be read."""
         lines = block.count(b"\n")
+        counts: Counter[bytes]
         if self.request is not None:
             found = self.request.findall(block)
-        else:
-            found = []
-            for line in block.split(b"\n"):
-                parsed = self.parse_line(line) if line else None
-                if parsed is not None:
-                    request = parsed[0]
-                    found.append((request.method, request.path, b"%d" % request.status))
-        return found, max(0, lines - len(found))
+            counts = Counter()
+            for (method, path, status), count in Counter(found).items():
+                if method in COUNTED_METHODS and status in COUNTED_STATUSES:
+                    counts[path] += count
+            return counts, lines, max(0, lines - len(found))
+        counts = Counter()
+        read = 0
+        for line in block.split(b"\n"):
+            parsed = self.parse_line(line) if line else None
+            if parsed is not None:
+                read += 1
+                request = parsed[0]
+                if request.method in COUNTED_METHODS and request.status in COUNTED_CODES:
+                    counts[request.path] += 1
+        return counts, lines, max(0, lines - read)

@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import struct
 import zlib
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -33,12 +33,10 @@ from imgwarm.cache.logformat import LogFormat
 from imgwarm.cache.rank import Decay
 
 MAX_LINE = 64 * 1024
-BLOCK = 1 << 20
+BLOCK = 4 << 20
 PARALLEL_FROM = 16 << 20  # new bytes of a file worth forking parsers for
 PARALLEL_BLOCK = 8 << 20
 PROCESSES = os.cpu_count() or 1
-COUNTED = frozenset({(b"GET", b"200"), (b"GET", b"206"), (b"GET", b"304"),
-                     (b"HEAD", b"200"), (b"HEAD", b"206"), (b"HEAD", b"304")})
 
 
 @dataclass
@@ -143,13 +141,14 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
         if found_time is not None and math.isfinite(found_time):
             when = min(found_time, now)  # a line from the future counts as now
         weight = weigh(when)
-        found, unreadable = log_format.requests(block)
-        hits.lines += block.count(b"\n")
+        counts, lines, unreadable = log_format.counted(block)
+        hits.lines += lines
         hits.malformed += unreadable
-        for (method, target, status), count in Counter(found).items():
-            if (method, status) in COUNTED:
-                hits.counted += count
-                hits.add(target, weight * count, count)
+        by_path, count_by_path = hits.by_path, hits.count_by_path
+        for target, count in counts.items():  # a few thousand paths a block: inlined
+            by_path[target] = by_path.get(target, 0.0) + weight * count
+            count_by_path[target] = count_by_path.get(target, 0) + count
+        hits.counted += counts.total()
         yield offset
 
 

@@ -167,7 +167,7 @@ def test_a_full_tmpfs_stops_ram_alone_with_no_partial_file(settings: Settings,
 def test_a_killed_run_then_a_normal_run_ends_consistent(settings: Settings, tmp_path: Path,
                                                         ram: Path) -> None:
     site = make_site(settings, tmp_path, ram, count=0)
-    synthetic(site, sources=700, per_source=3)
+    synthetic(site, sources=1800, per_source=3)  # batches left after the first is placed
     exe = Path(sys.executable).with_name("imgwarm")
     env = clean_env(**site.env())
     run = subprocess.Popen([str(exe), "warm"], env=env, cwd=tmp_path,
