@@ -3,10 +3,14 @@ timed commands."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +58,20 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
     if done.returncode != 0:
         raise SystemExit(f"{command[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return took, done.stdout
+
+
+def run_parts(name: str, wanted: str, parts: dict[str, Callable[[Path], Any]],
+              table: Callable[[dict[str, Any]], str], output: Path) -> None:
+    """Run the ``wanted`` (comma-separated) of ``parts`` in a scratch folder under /var/tmp
+    (on the disk, not a tmpfs), print their table and write the raw numbers to ``output``."""
+    results: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix=f"imgwarm-bench-{name}-", dir="/var/tmp"))
+    try:
+        for part, run in parts.items():
+            if part in wanted.split(","):
+                results[part] = run(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(table(results))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=2))

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -36,7 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import HERE, IMGWARM, env_for, mount, quiet_caches, settings_for, timed, unmount
+from common import (
+    HERE,
+    IMGWARM,
+    env_for,
+    mount,
+    quiet_caches,
+    run_parts,
+    settings_for,
+    timed,
+    unmount,
+)
 
 from imgwarm.config import Settings
 from imgwarm.serve.nginx import OPEN_FILES
@@ -269,21 +277,11 @@ def main() -> None:
         raise SystemExit("bench/nginx.py mounts tmpfs and drops caches: run it as root")
     if shutil.which("wrk") is None:
         raise SystemExit("bench/nginx.py needs wrk (apt-get install wrk)")
-    parts = set(args.parts.split(","))
-    results: dict[str, Any] = {}
-    work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-nginx-", dir="/var/tmp"))
-    try:
-        if "chain" in parts:
-            results["chain"] = bench_chain(work, args.runs, args.seconds, args.connections)
-        if "tiers" in parts:
-            results["tiers"] = bench_tiers(work, args.files, args.runs, args.seconds,
-                                           args.connections)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(_table(results))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
-
+    run_parts("nginx", args.parts, {
+        "chain": lambda work: bench_chain(work, args.runs, args.seconds, args.connections),
+        "tiers": lambda work: bench_tiers(work, args.files, args.runs, args.seconds,
+                                          args.connections),
+    }, _table, args.output)
 
 if __name__ == "__main__":
     main()

@@ -35,7 +35,6 @@ import random
 import shutil
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from common import (  # bench/common.py: what the cache benchmarks share
     env_for,
     mount,
     quiet_caches,
+    run_parts,
     settings_for,
     timed,
     unmount,
@@ -314,23 +314,12 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench/warm.py mounts tmpfs and drops caches: run it as root")
-    parts = set(args.parts.split(","))
-    results: dict[str, Any] = {}
-    work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-warm-", dir="/var/tmp"))
-    try:
-        if "copy" in parts:
-            results["copy"] = bench_copy(work / "copy", args.files, args.runs)
-        if "scale" in parts:
-            results["scale"] = bench_scale(work, [int(n) for n in args.scale.split(",")],
-                                           args.runs)
-        if "logs" in parts:
-            results["logs"] = bench_logs(work, args.lines)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(_table(results))
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
-
+    run_parts("warm", args.parts, {
+        "copy": lambda work: bench_copy(work / "copy", args.files, args.runs),
+        "scale": lambda work: bench_scale(work, [int(n) for n in args.scale.split(",")],
+                                          args.runs),
+        "logs": lambda work: bench_logs(work, args.lines),
+    }, _table, args.output)
 
 if __name__ == "__main__":
     main()
