@@ -4,6 +4,13 @@
            against a plain ``root`` config serving the same file from the same folder, with
            the same speed directives (sendfile, open_file_cache, reuseport, an access log) and
            without them (nginx's defaults). Runs interleaved; requests/s, the median of RUNS.
+    instructions
+           the same hot thumbnail, nginx run under valgrind's callgrind (one process, no
+           master): the instructions nginx itself executes a request, the imgwarm config
+           (with and without ``pcre_jit on``) against the plain ``root`` one, and the share
+           of the worker's CPU time that is its own (not the kernel's): a cost that requests/s
+           on a busy virtual machine cannot show within 5% (from run to run the same plain
+           config moved by 10%).
     tiers  FILES small files (5-30 KB, three widths a source) placed by `imgwarm warm`, each
            request for a random one of them (wrk with a Lua script), the page cache dropped
            before each run (echo 3 > /proc/sys/vm/drop_caches, as root): served through the
@@ -11,7 +18,8 @@
            requests/s and latency percentiles (p50, p99), a fresh nginx each run.
 
 Both nginx and wrk run on this machine: nginx with one worker pinned to one core, wrk with one
-thread pinned to another. Usage (root; a quiet machine: no tests, no other sessions):
+thread pinned to another; nginx.conf has ``pcre_jit on`` (the README asks for it: imgwarm's
+image location is a regular expression). Usage (root; a quiet machine: no tests, no other sessions):
     .venv/bin/python bench/nginx.py                        # both parts
     .venv/bin/python bench/nginx.py --parts tiers --files 100000 --seconds 10
 
@@ -90,7 +98,7 @@ def nginx(folder: Path, config: Config) -> Iterator[Nginx]:
     folder.mkdir(parents=True)
     port = free_port()
     (folder / "nginx.conf").write_text(
-        f"user root;\nworker_processes 1;\npid {folder}/nginx.pid;\n"
+        f"user root;\nworker_processes 1;\npcre_jit on;\npid {folder}/nginx.pid;\n"
         f"error_log {folder}/error.log;\nevents {{ worker_connections 4096; }}\n"
         f"http {{\ninclude /etc/nginx/mime.types;\n{config(port)}\n}}\n")
     server = subprocess.Popen([*PIN_NGINX, NGINX, "-p", str(folder), "-c",
@@ -194,6 +202,76 @@ def bench_chain(work: Path, runs: int, seconds: int, connections: int) -> dict[s
         unmount(ram)
 
 
+def instructions(folder: Path, config: Config, path: str, jit: bool) -> float:
+    """Instructions nginx executes a request for ``path`` (callgrind, counted over a wrk run
+    after a first request)."""
+    folder.mkdir(parents=True)
+    port = free_port()
+    text = config(port).replace(" reuseport", "")  # one process: nothing to spread over
+    (folder / "nginx.conf").write_text(
+        f"{'pcre_jit on;' if jit else ''}\nuser root;\nmaster_process off;\ndaemon off;\n"
+        f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
+        f"http {{\ninclude /etc/nginx/mime.types;\n{text}\n}}\n")
+    out = folder / "callgrind.out"
+    server = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                               NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf")],
+                              stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.1)
+        subprocess.run(["callgrind_control", "--zero", str(server.pid)], check=True,
+                       capture_output=True)
+        _, out_text = timed(["wrk", "-t1", "-c4", "-d8s", f"http://127.0.0.1:{port}{path}"])
+        subprocess.run(["callgrind_control", "--dump", str(server.pid)], check=True,
+                       capture_output=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    if "Non-2xx" in out_text:
+        raise SystemExit(f"wrk saw errors under callgrind:\n{out_text}")
+    requests = int(re.search(r"(\d+) requests in", out_text).group(1))  # type: ignore[union-attr]
+    dump = sorted(folder.glob("callgrind.out.*"))[0].read_text()
+    total = int(re.search(r"^(?:summary|totals): (\d+)", dump, re.MULTILINE).group(1))  # type: ignore[union-attr]
+    return total / requests
+
+
+def bench_instructions(work: Path, connections: int) -> dict[str, Any]:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("the instructions part needs valgrind (apt-get install valgrind)")
+    ram = work / "ram"
+    mount(ram, "64m")
+    try:
+        site, paths = _site(work / "instructions", ram, 30)
+        hot = "/" + paths[0]
+        mine = emitted(site.settings, work / "imgwarm.log")
+        found = {"plain": instructions(work / "cg-plain", plain(site.settings.cache.ram_root,
+                                       work / "plain.log", speed=True), hot, jit=False),
+                 "imgwarm": instructions(work / "cg-imgwarm", mine, hot, jit=False),
+                 "imgwarm, pcre_jit": instructions(work / "cg-jit", mine, hot, jit=True)}
+        with nginx(work / "nginx", mine) as server:  # how much of a request is nginx's own
+            wrk(server, hot, 1, connections)
+            before = _ticks(server.worker)
+            wrk(server, hot, 5, connections)
+            user, system = (b - a for a, b in zip(before, _ticks(server.worker), strict=True))
+        share = user / (user + system)
+        return {"instructions": found, "user_share": share,
+                "imgwarm_over_plain": found["imgwarm"] / found["plain"],
+                "jit_over_plain": found["imgwarm, pcre_jit"] / found["plain"],
+                "cpu_cost": share * (found["imgwarm"] / found["plain"] - 1),
+                "cpu_cost_jit": share * (found["imgwarm, pcre_jit"] / found["plain"] - 1)}
+    finally:
+        unmount(ram)
+
+
+def _ticks(pid: int) -> tuple[int, int]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
+
+
 def bench_tiers(work: Path, files: int, runs: int, seconds: int,
                 connections: int) -> dict[str, Any]:
     ram = work / "ram"
@@ -248,6 +326,20 @@ def _table(results: dict[str, Any]) -> str:
             "plain, defaults) | " + "; ".join(f"{v['rps']:,.0f} / {v['cpu_us']:.1f} µs"
                                               for v in median.values()) + " |",
         ]
+    counted = results.get("instructions")
+    if counted:
+        found = counted["instructions"]
+        rows += [
+            f"| instructions nginx executes a request (callgrind): imgwarm / plain root; with "
+            f"pcre_jit on | {counted['imgwarm_over_plain']:.3f}; "
+            f"{counted['jit_over_plain']:.3f} |",
+            f"| nginx's own share of its CPU time (the rest is the kernel's) | "
+            f"{counted['user_share']:.2f} |",
+            f"| so the chain's cost in nginx CPU a request; with pcre_jit on | "
+            f"{counted['cpu_cost']:.1%}; {counted['cpu_cost_jit']:.1%} |",
+            "| instructions a request (plain; imgwarm; imgwarm with pcre_jit) | "
+            + "; ".join(f"{v:,.0f}" for v in found.values()) + " |",
+        ]
     tiers = results.get("tiers")
     if tiers:
         ram, nvme = tiers["median"]["ram"], tiers["median"]["nvme"]
@@ -266,7 +358,7 @@ def _table(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="chain,tiers")
+    parser.add_argument("--parts", default="chain,instructions,tiers")
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=10)
@@ -279,6 +371,7 @@ def main() -> None:
         raise SystemExit("bench/nginx.py needs wrk (apt-get install wrk)")
     run_parts("nginx", args.parts, {
         "chain": lambda work: bench_chain(work, args.runs, args.seconds, args.connections),
+        "instructions": lambda work: bench_instructions(work, args.connections),
         "tiers": lambda work: bench_tiers(work, args.files, args.runs, args.seconds,
                                           args.connections),
     }, _table, args.output)

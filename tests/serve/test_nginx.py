@@ -167,6 +167,21 @@ def test_a_page_gets_its_preload_link_and_an_image_does_not(served: Served) -> N
     assert status == 200 and "link" not in headers  # a page not in the pages file
 
 
+def test_variants_under_an_image_prefix(served: Served, tmp_path: Path) -> None:
+    site = served.site
+    hot = _variant_in(site, "ram")
+    cold = _variant_in(site, "nvme", not_in="ram", ext=".jpg")
+    with running(site, tmp_path / "prefixed", "--image-prefix", "/img/",
+                 "--tier-header") as prefixed:
+        for path, tier in ((hot, "ram"), (cold, "nvme")):
+            status, headers, body = prefixed.get(f"/img/{path}")
+            assert (status, headers.get("x-cache-tier")) == (200, tier), path
+            assert body == (site.settings.store.origin_root / path).read_bytes()
+        for path in (f"/{hot}", f"/img/{hot}.bak", "/img/.imgwarm-tier", "/img/",
+                     f"/img/img/{hot}", f"/imgx/{hot}"):
+            assert prefixed.get(path)[0] == 404, path
+
+
 def test_only_hashed_variant_names_are_served(served: Served) -> None:
     site = served.site
     hot = _variant_in(site, "ram")
