@@ -210,7 +210,8 @@ class _Run:
         self.lock: int | None = None  # the lock's descriptor: the copier's processes drop it
         # copies started while the records are read: the items, and the call that waits
         self.ahead: list[tuple[list[Item], Callable[[], list[tuple[Result, ...]]]]] = []
-        self.tried: set[str] = set()  # copied ahead in this run, whatever came of it
+        self.tried: set[str] = set()  # copied ahead to NVMe in this run, whatever came of it
+        self.ram_room: int | None = None  # bytes an empty RAM tier may still take ahead
 
     def go(self, parser: LogFormat, logs: list[str] | None, hot_list: Path | None,
            full: bool) -> None:
@@ -330,13 +331,19 @@ class _Run:
         where NVMe takes every variant (no budget), their files copied there meanwhile."""
         prior_now = self.index.prior(self.decay(self.now))
         known = {k for (k,) in self.index.db.execute("SELECT DISTINCT key FROM refs")}
-        ahead: list[str] = []
+        ram = self.tiers.ram
+        if not self.dry_run and self.index.totals(ram.name, 1)[0] == 0:
+            # An empty RAM tier takes thumbnails in the same pass, up to its budget: read once,
+            # written twice. The ranking after the listing corrects it (evicting what it does
+            # not choose); where the budget holds every thumbnail it has nothing to correct.
+            self.ram_room = self._budget(ram, 0)
+        ahead: list[tuple[str, int]] = []  # (path, width)
         for record in records:
             key = Index.stored(record.key)
             known.discard(key)
             self._set_source(key, record, prior_now, self.now)
             if isinstance(record, Manifest):
-                ahead.extend(v.path for v in record.variants)
+                ahead.extend((v.path, v.width) for v in record.variants)
             if len(ahead) >= BATCH:
                 self._copy_ahead(ahead)
                 ahead = []
@@ -355,23 +362,36 @@ class _Run:
         self.report.sources += 1
         self.changed = self.changed or bool(added or dropped)
 
-    def _copy_ahead(self, paths: list[str]) -> None:
+    def _copy_ahead(self, entries: list[tuple[str, int]]) -> None:
         """Start copying to NVMe the variants of records just read, when NVMe is to take
-        every variant: the copies run while the rest of the records are read."""
-        nvme = self.tiers.nvme
-        if not paths or self.dry_run or self.cache.nvme_size() is not None or \
+        every variant (and thumbnails to an empty RAM tier, while it has room): the copies
+        run while the rest of the records are read."""
+        nvme, ram = self.tiers.nvme, self.tiers.ram
+        if not entries or self.dry_run or self.cache.nvme_size() is not None or \
                 self.report.nvme.stopped:
             return
-        placed = self.index.sizes(paths, placed_in=nvme.name)
-        items: list[Item] = [(p, size, (nvme.name,), False)
-                             for p, size in self.index.sizes(paths).items() if p not in placed]
+        widths = dict(entries)
+        placed = self.index.sizes(widths, placed_in=nvme.name)
+        page = ram.block_size() if self.ram_room is not None else 1
+        items: list[Item] = []
+        for path, size in self.index.sizes(widths).items():
+            targets: tuple[str, ...] = () if path in placed else (nvme.name,)
+            pages = -(-max(size, 1) // page) * page
+            if self.ram_room is not None and pages <= self.ram_room and \
+                    widths[path] <= self.cache.ram_max_width and not self.report.ram.stopped:
+                self.ram_room -= pages
+                targets += (ram.name,)
+            if targets:
+                items.append((path, size, targets, False))
         if not items:
             return
-        self.index.mark(nvme.name, [p for p, *_ in items], "placing")
-        self.touched.add(nvme.name)
+        for tier in self.tiers:
+            self.index.mark(tier.name, [p for p, _, to, _ in items if tier.name in to],
+                            "placing")
+            self.touched.add(tier.name)
         self._commit()
         self.ahead.append((items, self._copier().start(items)))
-        self.tried.update(p for p, *_ in items)
+        self.tried.update(p for p, _, to, _ in items if nvme.name in to)
         self._settle_ahead(keep=AHEAD)
 
     def _settle_ahead(self, keep: int = 0) -> None:
@@ -382,7 +402,8 @@ class _Run:
         del self.ahead[:len(done)]
         self.tiers.nvme.sync()  # on the disk before the index says they are placed
         for items, results in done:
-            self._settle(self.tiers.nvme, items, results)
+            for tier in self.tiers:
+                self._settle(tier, items, results)
         self._commit()
 
     def _hotness(self, parser: LogFormat, patterns: list[str]) -> None:
