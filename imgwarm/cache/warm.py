@@ -337,6 +337,8 @@ class _Run:
             # written twice. The ranking after the listing corrects it (evicting what it does
             # not choose); where the budget holds every thumbnail it has nothing to correct.
             self.ram_room = self._budget(ram, 0)
+        if self._copying_ahead():
+            self._copier()  # forked before the listing starts its reading threads
         ahead: list[tuple[str, int]] = []  # (path, width)
         for record in records:
             key = Index.stored(record.key)
@@ -367,8 +369,7 @@ class _Run:
         every variant (and thumbnails to an empty RAM tier, while it has room): the copies
         run while the rest of the records are read."""
         nvme, ram = self.tiers.nvme, self.tiers.ram
-        if not entries or self.dry_run or self.cache.nvme_size() is not None or \
-                self.report.nvme.stopped:
+        if not entries or not self._copying_ahead():
             return
         widths = dict(entries)
         placed = self.index.sizes(widths, placed_in=nvme.name)
@@ -385,14 +386,14 @@ class _Run:
                 items.append((path, size, targets, False))
         if not items:
             return
-        for tier in self.tiers:
-            self.index.mark(tier.name, [p for p, _, to, _ in items if tier.name in to],
-                            "placing")
-            self.touched.add(tier.name)
-        self._commit()
+        self._placing(items)
         self.ahead.append((items, self._copier().start(items)))
         self.tried.update(p for p, _, to, _ in items if nvme.name in to)
         self._settle_ahead(keep=AHEAD)
+
+    def _copying_ahead(self) -> bool:
+        return not self.dry_run and self.cache.nvme_size() is None and \
+            not self.report.nvme.stopped
 
     def _settle_ahead(self, keep: int = 0) -> None:
         """Wait for the copies started ahead but the last ``keep`` batches, and record them."""
@@ -400,11 +401,8 @@ class _Run:
             return
         done = [(items, wait()) for items, wait in self.ahead[:len(self.ahead) - keep]]
         del self.ahead[:len(done)]
-        self.tiers.nvme.sync()  # on the disk before the index says they are placed
-        for items, results in done:
-            for tier in self.tiers:
-                self._settle(tier, items, results)
-        self._commit()
+        self._placed([i for items, _ in done for i in items],
+                     [r for _, results in done for r in results])
 
     def _hotness(self, parser: LogFormat, patterns: list[str]) -> None:
         positions: dict[str, int] = self.index.meta("logs", {})
@@ -558,18 +556,25 @@ class _Run:
                     self._report(tier).copied += len(mine)
                     self._report(tier).copied_bytes += sum(s for _, s in mine)
                 continue
-            for tier in self.tiers:
-                self.index.mark(tier.name, [p for p, _, to, _ in items if tier.name in to],
-                                "placing")
-                self.touched.add(tier.name)
-            self._commit()
-            results = self._copier().place(items)
-            if any("nvme" in targets for _, _, targets, _ in items):
-                self.tiers.nvme.sync()  # on the disk before the index says they are placed
-            for tier in self.tiers:
-                self._settle(tier, items, results)
-            self._commit()
+            self._placing(items)
+            self._placed(items, self._copier().place(items))
         self.progress("tiers", len(paths), len(paths))
+
+    def _placing(self, items: list[Item]) -> None:
+        """Say in the index, before copying, what each tier is being given."""
+        for tier in self.tiers:
+            self.index.mark(tier.name, [p for p, _, to, _ in items if tier.name in to],
+                            "placing")
+            self.touched.add(tier.name)
+        self._commit()
+
+    def _placed(self, items: list[Item], results: list[tuple[Result, ...]]) -> None:
+        """Record what the copies did, once the NVMe tier's are on the disk."""
+        if any(self.tiers.nvme.name in targets for _, _, targets, _ in items):
+            self.tiers.nvme.sync()  # on the disk before the index says they are placed
+        for tier in self.tiers:
+            self._settle(tier, items, results)
+        self._commit()
 
     def _settle(self, tier: Tier, items: list[Item], results: list[tuple[Result, ...]]) -> None:
         """Record in the index and the report what a batch did in one tier."""

@@ -46,7 +46,6 @@ class Page:
     nopush: str  # the same, marked not to be pushed
 
 
-
 def read_pages(file: Path) -> dict[str, list[str]]:
     """The pages file as page -> sources; PagesError naming the entry that is wrong."""
     try:
