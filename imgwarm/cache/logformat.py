@@ -84,9 +84,14 @@ class LogFormat:
         self.request = None
         between = re.search(r'"\$request"([^$]*)\$status', self.text)
         if between is not None:
+            # One group, the path, filled only for a counted request (a counted method and
+            # status); any other readable request matches the second branch with the group
+            # empty. A list of paths costs the engine a third of a list of triples.
             gap = re.escape(between.group(1).encode())
+            methods, statuses = b"|".join(COUNTED_METHODS), b"|".join(COUNTED_STATUSES)
             self.request = re.compile(
-                b'"(' + _METHODS + rb') ([^ "?\n]*)[^"\n]*"' + gap + rb"(\d{3})")
+                b'"(?:(?:' + methods + rb') ([^ "?\n]*)[^"\n]*"' + gap + b"(?:" + statuses
+                + b")|" + _METHODS + rb' [^"\n]*"' + gap + rb"\d{3})")
 
     def parse_line(self, line: bytes) -> tuple[Request, float | None] | None:
         """One line read in full: its request and time; None when the format does not fit."""
@@ -138,10 +143,8 @@ class LogFormat:
         counts: Counter[bytes]
         if self.request is not None:
             found = self.request.findall(block)
-            counts = Counter()
-            for (method, path, status), count in Counter(found).items():
-                if method in COUNTED_METHODS and status in COUNTED_STATUSES:
-                    counts[path] += count
+            counts = Counter(found)
+            counts.pop(b"", None)  # read, but not counted (or an empty path: no variant)
             return counts, lines, max(0, lines - len(found))
         counts = Counter()
         read = 0

@@ -126,7 +126,7 @@ def test_large_files_read_in_parallel_count_the_same(tmp_path: Path,
     (tmp_path / "access.log.2.gz").write_bytes(gzip.compress(lines("g", 4000).encode()))
     alone = read(tmp_path, {})
     monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)
-    monkeypatch.setattr(logs, "PARALLEL_BLOCK", 50_000)
+    monkeypatch.setattr(logs, "BLOCK", 50_000)
     monkeypatch.setattr(logs, "PROCESSES", 2)
     positions: dict[str, int] = {}
     spread = read(tmp_path, positions)
@@ -135,3 +135,20 @@ def test_large_files_read_in_parallel_count_the_same(tmp_path: Path,
     assert spread.by_path == alone.by_path
     assert read(tmp_path, positions).counted == 0
     assert os.path.getsize(tmp_path / "access.log") in positions.values()
+
+
+def test_a_gzipped_log_cut_short_counts_what_was_read(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = gzip.compress(lines("t", 20000).encode())
+    (tmp_path / "access.log.3.gz").write_bytes(whole[:len(whole) * 2 // 3])
+    monkeypatch.setattr(logs, "BLOCK", 50_000)
+    alone = read(tmp_path, {})
+    monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)
+    monkeypatch.setattr(logs, "PROCESSES", 2)
+    positions: dict[str, int] = {}
+    spread = read(tmp_path, positions)
+    assert 0 < spread.counted == alone.counted < 20000
+    assert spread.malformed == alone.malformed == 1
+    assert spread.by_path == alone.by_path
+    (offset,) = positions.values()  # read up to the last whole block before the break
+    assert offset == sum(len(line) + 1 for line in lines("t", spread.counted).splitlines())
