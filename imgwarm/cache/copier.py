@@ -11,12 +11,10 @@ a fork.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +59,9 @@ class Copier:
         self.origin = origin
         self.pool: Executor
         if local:
+            import multiprocessing  # here: a run with nothing to copy starts without them
+            from concurrent.futures import ProcessPoolExecutor
+
             self.workers = (os.cpu_count() or 1) * PROCESSES_PER_CORE
             self.pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("fork"),
@@ -98,6 +99,8 @@ def _start(tiers: dict[str, Tier], origin: Store, drop: tuple[int, ...]) -> None
     for fd in drop:
         with contextlib.suppress(OSError):
             os.close(fd)
+    import ctypes
+
     with contextlib.suppress(OSError, AttributeError):  # Linux: die with the run
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 

@@ -23,6 +23,7 @@ from imgwarm.cache.rank import PAGE, PRIOR_PERCENTILE, Candidate, choose, pages
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
+_IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS variants (
@@ -87,22 +88,38 @@ class Index:
     def set_source(self, key: str, variants: list[Variant], prior: float) -> tuple[int, int]:
         """The variants ``key`` references now (none: it is gone). New variants start with
         ``prior``. Returns (references added, references dropped)."""
-        key = self.stored(key)
-        old = {row[0] for row in self.db.execute("SELECT path FROM refs WHERE key = ?", (key,))}
-        new = {v.path: v for v in variants}
-        added = [v for path, v in new.items() if path not in old]
-        dropped = [path for path in old if path not in new]
+        return self.set_sources([(key, variants, prior)])
+
+    def set_sources(self, sources: Iterable[tuple[str, list[Variant], float]]) -> tuple[int, int]:
+        """``set_source`` for many sources at once (a statement a kind of change, not one a
+        source: a first run sets tens of thousands); a key given twice takes its last."""
+        wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
+        old: dict[str, set[str]] = {key: set() for key in wanted}
+        keys = list(wanted)
+        for at in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[at:at + _IN_CHUNK]
+            for key, path in self.db.execute(
+                    f"SELECT key, path FROM refs WHERE key IN ({','.join('?' * len(chunk))})",
+                    chunk):
+                old[key].add(path)
+        added: list[tuple[str, Variant, float]] = []
+        dropped: list[tuple[str, str]] = []
+        for key, (variants, prior) in wanted.items():
+            new = {v.path: v for v in variants}
+            added.extend((key, v, prior) for path, v in new.items() if path not in old[key])
+            dropped.extend((key, path) for path in old[key] if path not in new)
+        # a new variant row starts referenced (its partial indexes written once, not moved
+        # by a second statement); one already there gains a reference
         self.db.executemany(
-            "INSERT INTO variants (path, format, width, bytes, prior, density) "
-            f"VALUES (?, ?, ?, ?, ?, {_density('0', '?', '?')}) ON CONFLICT (path) DO NOTHING",
-            [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes) for v in added])
-        self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(key, v.path) for v in added])
-        self.db.executemany("UPDATE variants SET refs = refs + 1 WHERE path = ?",
-                            [(v.path,) for v in added])
-        self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?",
-                            [(key, path) for path in dropped])
+            "INSERT INTO variants (path, format, width, bytes, refs, prior, density) "
+            f"VALUES (?, ?, ?, ?, 1, ?, {_density('0', '?', '?')}) "
+            "ON CONFLICT (path) DO UPDATE SET refs = refs + 1",
+            [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes)
+             for _, v, prior in added])
+        self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(k, v.path) for k, v, _ in added])
+        self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?", dropped)
         self.db.executemany("UPDATE variants SET refs = refs - 1 WHERE path = ?",
-                            [(path,) for path in dropped])
+                            [(path,) for _, path in dropped])
         return len(added), len(dropped)
 
     def forget_unreferenced(self) -> None:

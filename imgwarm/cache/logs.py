@@ -19,20 +19,21 @@ import gzip
 import hashlib
 import itertools
 import math
-import multiprocessing
 import os
 import struct
 import zlib
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isal import igzip, igzip_lib
 
 from imgwarm.cache.logformat import LogFormat
 from imgwarm.cache.rank import Decay
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 MAX_LINE = 64 * 1024
 BLOCK = 4 << 20
@@ -74,9 +75,11 @@ def _gzipped(path: Path) -> bool:
 
 
 def _opened(path: Path) -> gzip.GzipFile | object:
+    if not _gzipped(path):
+        return path.open("rb")
     # ISA-L's gzip reader (a GzipFile) inflates at 3x zlib's speed: with the parsers on
     # both cores, inflating a rotated log is the process that feeds them
-    return igzip.open(path, "rb") if _gzipped(path) else path.open("rb")  # type: ignore[no-untyped-call]
+    return igzip.open(path, "rb")  # type: ignore[no-untyped-call,no-any-return]
 
 
 def fingerprint(path: Path) -> str | None:
@@ -218,6 +221,9 @@ def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: De
     if end <= offset:
         return offset
     ranges = _split(path, offset, end, PROCESSES)
+    import multiprocessing  # here: most runs read a few new lines, in this process
+    from concurrent.futures import ProcessPoolExecutor
+
     fork = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=len(ranges), mp_context=fork) as pool:
         futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when)
@@ -256,6 +262,8 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
     decompressed) here in turn, as raw bytes down a pipe: no pickling of blocks, and each
     parser's hits come back once, not once a block. Yields the offset after the last block
     read; a file that breaks midway raises after what was read of it is counted."""
+    import multiprocessing
+
     fork = multiprocessing.get_context("fork")
     ends: list[Connection] = []
     workers = []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import time
@@ -43,7 +44,6 @@ from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record
-from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Stores, safe_relative
 from imgwarm.store.layout import hash_of_name
 
@@ -320,8 +320,9 @@ class _Run:
                 found = list(pool.map(self.stores.manifests.record, times))
             if times:  # the percentile reads every scored row: only when something is new
                 prior_now = self.index.prior(self.decay(self.now))
-                for key, record in zip(times, found, strict=True):
-                    self._set_source(key, record, prior_now, times[key])
+                self._set_sources([(key, record, times[key])
+                                   for key, record in zip(times, found, strict=True)],
+                                  prior_now)
         if journal is not None:
             self.index.remember("changes", fresh)
         self._commit()
@@ -339,29 +340,34 @@ class _Run:
             self.ram_room = self._budget(ram, 0)
         if self._copying_ahead():
             self._copier()  # forked before the listing starts its reading threads
+        read: list[tuple[str, Record | None, float]] = []
         ahead: list[tuple[str, int]] = []  # (path, width)
         for record in records:
             key = Index.stored(record.key)
             known.discard(key)
-            self._set_source(key, record, prior_now, self.now)
+            read.append((key, record, self.now))
             if isinstance(record, Manifest):
                 ahead.extend((v.path, v.width) for v in record.variants)
             if len(ahead) >= BATCH:
+                self._set_sources(read, prior_now)
                 self._copy_ahead(ahead)
-                ahead = []
+                read, ahead = [], []
+        self._set_sources(read, prior_now)
         self._copy_ahead(ahead)
-        for key in known:  # no record any more
-            self._set_source(key, None, prior_now, self.now)
+        self._set_sources([(key, None, self.now) for key in known], prior_now)  # gone
         self._settle_ahead()
 
-    def _set_source(self, key: str, record: Record | None, prior_now: float,
-                    when: float) -> None:
-        variants = record.variants if isinstance(record, Manifest) else []
-        prior = prior_now * self.decay(min(when, self.now)) / self.decay(self.now)
-        added, dropped = self.index.set_source(key, variants, prior)
+    def _set_sources(self, found: list[tuple[str, Record | None, float]],
+                     prior_now: float) -> None:
+        """The index set from records (None: the source is gone), each read at a time."""
+        now = self.decay(self.now)
+        added, dropped = self.index.set_sources(
+            (key, record.variants if isinstance(record, Manifest) else [],
+             prior_now * self.decay(min(when, self.now)) / now)
+            for key, record, when in found)
         self.report.variants_added += added
         self.report.variants_dropped += dropped
-        self.report.sources += 1
+        self.report.sources += len(found)
         self.changed = self.changed or bool(added or dropped)
 
     def _copy_ahead(self, entries: list[tuple[str, int]]) -> None:
@@ -615,7 +621,7 @@ def _whole(tier: Tier, name: str, size: int) -> bool:
         return False
     data = tier.read(name)
     digest = hash_of_name(PurePosixPath(name).name)
-    return data is not None and content_hash(data).startswith(digest)
+    return data is not None and hashlib.sha256(data).hexdigest().startswith(digest)
 
 
 def _remove_stray(tier: Tier, name: str) -> None:
