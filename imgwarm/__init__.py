@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
-    "enqueue", "load_settings", "optimize", "warm",
+    "enqueue", "load_settings", "optimize", "picture", "register_jinja", "warm",
 ]
 _WHERE = {
     "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
@@ -104,6 +104,33 @@ def warm(
         settings = settings.updated(**options)
     return run(settings, access_logs=access_logs, full=full, dry_run=dry_run,
                hot_list=Path(hot_list) if hot_list is not None else None)
+
+
+def picture(
+    manifest: Manifest,
+    *,
+    sizes: str = "100vw",
+    alt: str | None = None,
+    eager: bool = False,
+    css_class: str | None = None,
+    base_url: str = "/",
+) -> str:
+    """The ``<picture>`` tag of an optimized source (its manifest, as ``optimize`` returns
+    it): AVIF and WebP ``<source>``s and a JPEG ``<img>``, every width in ``srcset``, width
+    and height set, the placeholder as its background; ``eager`` for the hero. Every string
+    from the manifest is escaped; PictureError for a manifest or option that cannot make a
+    safe tag."""
+    from imgwarm.serve.picture import picture as render
+
+    return render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
+                  base_url=base_url)
+
+
+def register_jinja(environment: Any) -> None:
+    """Add the ``picture`` filter to a Jinja2 Environment: ``{{ manifest | picture }}``."""
+    from imgwarm.serve.picture import register
+
+    register(environment)
 
 
 def enqueue(

@@ -43,6 +43,16 @@ class Variant(BaseModel):
     path: str  # relative to the origin root; also the URL path
 
 
+class Placeholder(BaseModel):
+    """What a page shows before the image (pipeline/placeholder.py). Read from a manifest
+    file, so checked again where it goes into a page (serve/picture.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    color: str  # the dominant colour, #rrggbb
+    lqip: str  # a tiny WebP as a data URI
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -58,6 +68,9 @@ class Manifest(BaseModel):
     # What was done in place of the usual (a damaged ICC profile ignored, EXIF blocks left
     # out), in words.
     warnings: list[str] = []
+    # None: the image has see-through pixels, or the manifest predates placeholders (the
+    # next optimize adds it without remaking the variants)
+    placeholder: Placeholder | None = None
 
     def to_json(self) -> str:
         return to_json(self.model_dump(), indent=2) + "\n"

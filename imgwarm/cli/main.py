@@ -33,7 +33,8 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 
 
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
-                cache.warm, serve.nginx, inspect.config_, make.samples):
+                cache.warm, serve.nginx, serve.picture, serve.gallery, serve.serve,
+                inspect.config_, make.samples):
     cli.add_command(command)
 
 

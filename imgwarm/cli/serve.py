@@ -1,15 +1,14 @@
-"""``imgwarm nginx``: write the nginx config that serves the tiers, and prove it."""
+"""``imgwarm nginx``, ``picture``, ``gallery`` and ``serve``: the config that serves the
+tiers, the tags that ask for the right file, and a page that shows both."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
 
 HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
 
@@ -76,6 +75,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     )
     from imgwarm.serve.nginx import check as nginx_check
     from imgwarm.serve.pages import preloads, read_pages
+    from imgwarm.serve.written import write_whole
     from imgwarm.store import Stores
     from imgwarm.text import printable
 
@@ -107,25 +107,155 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
         click.echo(config.whole, nl=False)
     elif snippet:
         out.mkdir(parents=True, exist_ok=True)
-        _write(out / HTTP_FILE, config.http)
-        _write(out / SERVER_FILE, config.server)
+        write_whole(out / HTTP_FILE, config.http)
+        write_whole(out / SERVER_FILE, config.server)
         click.echo(f"wrote {out / HTTP_FILE} (include in http {{}}) and {out / SERVER_FILE} "
                    "(include in your server {})", err=True)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
-        _write(out, config.whole)
+        write_whole(out, config.whole)
         click.echo(f"wrote {out} (include in http {{}} after mime.types)", err=True)
     ctx.exit(EXIT_OK)
 
 
-def _write(path: Path, text: str) -> None:
-    """Whole or not at all: nginx may be reloaded at any moment."""
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+@click.command()
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option("--sizes", default="100vw", show_default=True,
+              help="The slot's width: a sizes attribute ('(max-width: 600px) 100vw, 50vw'). "
+              "Lazy images get 'auto, ' before it (the laid-out width, where supported).")
+@click.option("--alt", help="Alternative text (default: the description; alt=\"\" when none).")
+@click.option("--eager", is_flag=True,
+              help="The hero: loading=eager, fetchpriority=high, and the format its preload "
+              "Link names first (so preload and image are one request).")
+@click.option("--class", "css_class", metavar="NAMES", help="class attribute of the <img>.")
+@click.option("--base-url", metavar="URL",
+              help="Where the variants are served: a path from / or an http(s) URL "
+              "(default: the image_prefix setting).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a source: key, html.")
+@click.pass_context
+def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: str | None,
+            eager: bool, css_class: str | None, base_url: str | None, as_json: bool) -> None:
+    """Print the <picture> tag of each SOURCE (a file that was optimized, or a manifest key):
+    AVIF and WebP <source>s and a JPEG <img> with every width in srcset, width and height
+    (no layout shift), alt from the description, lazy loading, and the placeholder as the
+    image's background (no script).
+
+    Exit status: 0 printed, 1 a source has no manifest or cannot make a safe tag (the others
+    are printed), 2 usage errors.
+    """
+    from imgwarm.exceptions import ImgwarmError
+    from imgwarm.serve.nginx import image_prefix
+    from imgwarm.serve.pages import find_manifest
+    from imgwarm.serve.picture import picture as render
+    from imgwarm.store import Stores
+    from imgwarm.text import printable
+
+    settings = load(ctx)
+    stores = Stores.for_settings(settings.store)
+    failed = 0
+    for source in sources:
+        try:
+            manifest = find_manifest(stores, source)
+            if manifest is None:
+                raise ImgwarmError(f"{source}: no manifest (not optimized yet, or another "
+                                   "manifest root)")
+            html = render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
+                          base_url=base_url or image_prefix(settings, None))
+        except ImgwarmError as error:
+            failed += 1
+            click.echo(printable(f"picture FAILED: {error}"), err=True)
+            continue
+        click.echo(json_text({"key": manifest.key, "html": html}) if as_json else html)
+    ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@click.command()
+@click.argument("sources", nargs=-1, metavar="[SOURCE...]")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("var/gallery"), show_default=True,
+              help="Folder for index.html, pages.json and nginx.conf.")
+@click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="ADDR",
+              help="The address in nginx.conf (`imgwarm serve` picks a free port itself).")
+@click.option("--title", default="imgwarm gallery", show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True,
+              help="Most images, when no SOURCE is given (every manifest, by key).")
+@click.pass_context
+def gallery(ctx: click.Context, /, sources: tuple[str, ...], out: Path, listen: str,
+            title: str, limit: int) -> None:
+    """Write a gallery page of optimized images: the first SOURCE is the hero (preloaded,
+    loaded first), the rest load lazily in a grid; with no SOURCE, every optimized image.
+    Also writes the pages file and the nginx config that serves it all (include it in
+    nginx's http {}); `imgwarm serve` runs it at once.
+
+    Exit status: 0 written, 1 a source has no manifest or nothing to show, 2 usage errors.
+    """
+    from imgwarm.exceptions import ImgwarmError, SettingsError
+    from imgwarm.manifest import Manifest
+    from imgwarm.serve.gallery import write_gallery
+    from imgwarm.serve.pages import find_manifest
+    from imgwarm.store import Stores
+    from imgwarm.text import printable
+
+    settings = load(ctx)
+    stores = Stores.for_settings(settings.store)
+    manifests: list[Manifest] = []
+    missing = [s for s in sources if find_manifest(stores, s) is None]
+    if missing:
+        for source in missing:
+            click.echo(printable(f"gallery FAILED: {source}: no manifest"), err=True)
+        ctx.exit(EXIT_FAILED)
+    if sources:
+        manifests = [m for s in sources if (m := find_manifest(stores, s)) is not None]
+    else:
+        everything = (r for r in stores.manifests.everything() if isinstance(r, Manifest))
+        manifests = sorted(everything, key=lambda m: m.key)[:limit]
+    if not manifests:
+        click.echo("gallery FAILED: no optimized images (run imgwarm optimize first)", err=True)
+        ctx.exit(EXIT_FAILED)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        made = write_gallery(settings, manifests, out, listen=listen, title=title)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+    except ImgwarmError as error:
+        click.echo(printable(f"gallery FAILED: {error}"), err=True)
+        ctx.exit(EXIT_FAILED)
+    click.echo(f"wrote {made.page} ({made.images} images), {made.pages} and {made.config}",
+               err=True)
+    ctx.exit(EXIT_OK)
+
+
+@click.command()
+@click.option("--gallery", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("var/gallery"), show_default=True,
+              help="The folder `imgwarm gallery` wrote.")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="Port on 127.0.0.1 (default: a free one).")
+@click.pass_context
+def serve(ctx: click.Context, /, folder: Path, port: int | None) -> None:
+    """Run nginx on the gallery at http://127.0.0.1:PORT/, in the foreground, with the
+    config `imgwarm nginx` writes (RAM tier, NVMe, origin; preload Link on the page);
+    Ctrl-C stops it.
+
+    Exit status: 0 stopped, 1 nginx missing or not starting, 2 usage errors.
+    """
+    from imgwarm.exceptions import ImgwarmError, SettingsError
+    from imgwarm.serve.gallery import PAGES
+    from imgwarm.serve.server import serve as run
+    from imgwarm.text import printable
+
+    if not (folder / PAGES).is_file():
+        raise click.UsageError(f"{folder} holds no gallery ({PAGES}): run imgwarm gallery "
+                               "first")
+    settings = load(ctx)
+
+    def ready(url: str) -> None:
+        click.echo(f"Serving the gallery at {url} (Ctrl-C stops)", err=True)
+
+    try:
+        status = run(settings, folder.resolve(), port=port, ready=ready)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+    except ImgwarmError as error:
+        click.echo(printable(f"serve FAILED: {error}"), err=True)
+        ctx.exit(EXIT_FAILED)
+    ctx.exit(EXIT_OK if status == 0 else EXIT_FAILED)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pyvips
 
 from imgwarm.config import ImageSettings
-from imgwarm.exceptions import CorruptImage, LimitExceeded
+from imgwarm.exceptions import CorruptImage, LimitExceeded, SourceError
 from imgwarm.formats import OUTPUTS, Format
-from imgwarm.manifest import Credits
+from imgwarm.manifest import Credits, Placeholder
 from imgwarm.pipeline import metadata
 from imgwarm.pipeline.budget import budget
 from imgwarm.pipeline.colour import to_srgb
@@ -27,6 +27,7 @@ from imgwarm.pipeline.exif import read_exif
 from imgwarm.pipeline.memory import decode_cost, describe
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
+from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for, plan_widths
@@ -51,6 +52,7 @@ class Made:
     credits: Credits  # as written: the given ones over the source's
     files: list[Encoded]
     warnings: list[str]  # what was done in place of the usual, in words
+    placeholder: Placeholder | None
 
 
 def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
@@ -109,24 +111,28 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
 
 
 def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSettings,
-                chosen: Plan) -> list[Encoded]:
+                chosen: Plan) -> tuple[list[Encoded], Placeholder | None]:
+    """Every file, and the placeholder (from the smallest variant's pixels)."""
     widths = chosen.widths
     full_w, full_h = info.displayed_width, info.displayed_height
     with budget(settings.max_memory).reserve(chosen.cost):
         master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
         slug = slug_for(printable(name))
         files: list[Encoded] = []
+        preview = None
         for width in widths:
             resized = fit(master, width, height_for(width, full_w, full_h))
             # Resample once into memory; every encoder then reads the same pixels.
             frame = Frame(resized if resized is master else resized.copy_memory())
             image = frame.image
+            if width == widths[0]:
+                preview = placeholder(image)
             for fmt in chosen.formats:
                 data = encode(frame, fmt, settings, exif)
                 file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
                                  settings.hash_length)
                 files.append(Encoded(fmt, image.width, image.height, file, data))
-    return files
+    return files, preview
 
 
 def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
@@ -138,8 +144,25 @@ def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Ma
         final, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
     )
     chosen = plan(name, info, settings)
-    files = _encode_all(name, info, exif, settings, chosen)
-    return Made(info, final, files, [*info.notes, *chosen.notes, *left_out])
+    files, preview = _encode_all(name, info, exif, settings, chosen)
+    return Made(info, final, files, [*info.notes, *chosen.notes, *left_out], preview)
+
+
+PREVIEW_WIDTH = 64  # decoded (shrunk on load) for the placeholder of a manifest without one
+
+
+def preview(data: bytes, name: str, settings: ImageSettings) -> Placeholder | None:
+    """The placeholder of a source made before placeholders were: decoded small, through the
+    same steps as its variants. None when it cannot be made (the variants stand as they are)."""
+    try:
+        with LIBVIPS.shared():
+            info = probe(data, name, settings)
+            full_w, full_h = info.displayed_width, info.displayed_height
+            width = min(PREVIEW_WIDTH, full_w)
+            return placeholder(render_master(info, width, height_for(width, full_w, full_h),
+                                             name))
+    except (pyvips.Error, VipsComplaint, SourceError):
+        return None
 
 
 def make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:

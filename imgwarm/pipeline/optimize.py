@@ -23,7 +23,7 @@ import pyvips
 from imgwarm.config import ImageSettings, Settings
 from imgwarm.exceptions import RefusedBefore, SourceError, UnreadableSource, too_large
 from imgwarm.manifest import Credits, Failure, Manifest, Variant
-from imgwarm.pipeline.make import Encoded, make
+from imgwarm.pipeline.make import Encoded, make, preview
 from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Store, Stores, local_key, read_original
 
@@ -138,6 +138,9 @@ def optimize_bytes(
         and previous.settings_digest == digest
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
+        if previous.placeholder is None and (found := preview(data, name, settings.image)):
+            previous = previous.model_copy(update={"placeholder": found})  # made before them
+            stores.manifests.put(previous)
         return Outcome(previous, reused=True)
     made = make(data, name, settings.image, given)
     variants, created = _publish(made.files, stores)
@@ -147,6 +150,7 @@ def optimize_bytes(
             height=made.info.displayed_height, description=made.credits.description,
             copyright=made.credits.copyright, artist=made.credits.artist,
             settings_digest=digest, variants=variants, warnings=made.warnings,
+            placeholder=made.placeholder,
         )
         if manifest != previous:  # files were missing, the manifest was right: keep it
             stores.manifests.put(manifest)

@@ -260,13 +260,21 @@ def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
             (here / "imgwarm.conf").write_text(config.whole)
             body = f"include {here}/imgwarm.conf;\n"
         main = here / "nginx.conf"
-        main.write_text(f"pid {here}/nginx.pid;\nerror_log stderr;\nevents {{}}\n"
-                        f"http {{\ninclude {_mime_types()};\n{body}}}\n")
+        main.write_text(main_config(here, body, error_log="stderr"))
         done = subprocess.run([binary, "-t", "-q", "-p", folder, "-c", str(main)],
                               capture_output=True, text=True, timeout=60, check=False)
         if done.returncode != 0:
             message = done.stderr.replace(folder, "<config>").strip()
             raise NginxError(f"nginx -t failed: {message}")
+
+
+def main_config(here: Path, body: str, *, error_log: str | None = None,
+                user: str | None = None) -> str:
+    """A minimal nginx.conf in folder ``here`` whose http {} holds ``body`` (after
+    mime.types); ``error_log`` defaults to a file in ``here``."""
+    owner = f"user {bare(user, 'user', r'[A-Za-z0-9._-]+')};\n" if user else ""
+    return (f"{owner}pid {here}/nginx.pid;\nerror_log {error_log or f'{here}/error.log'};\n"
+            f"events {{}}\nhttp {{\ninclude {_mime_types()};\n{body}}}\n")
 
 
 def _mime_types() -> str:

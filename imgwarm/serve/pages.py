@@ -32,7 +32,7 @@ HREF_WIDTH = 640  # the URL for browsers without imagesrcset: a width that suits
 # nginx's $request_uri, which the map reads, keeps it so.
 _PATH_SAFE = "/:@!&'()*+,;=-._~%"
 _SIZES = re.compile(r"[A-Za-z0-9 ().,:%/-]+")  # media conditions and lengths: no quotes
-_VARIANT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*/[a-z0-9-]*\.?[0-9a-f]+\.[a-z]+")
+VARIANT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*/[a-z0-9-]*\.?[0-9a-f]+\.[a-z]+")
 
 
 class PagesError(ImgwarmError):
@@ -101,12 +101,10 @@ def request_path(page: str) -> str:
 def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
              sizes: str = "100vw") -> list[Page]:
     """Each page's Link, from the manifest of its first source."""
-    if not _SIZES.fullmatch(sizes) or len(sizes) > 256:
-        raise PagesError(f"--sizes {sizes!r}: a sizes attribute (media conditions and lengths, "
-                         "e.g. '(max-width: 600px) 100vw, 50vw'), without quotes")
+    check_sizes(sizes)
     found = []
     for page, sources in pages.items():
-        manifest = _manifest(stores, sources[0])
+        manifest = find_manifest(stores, sources[0])
         if manifest is None:
             raise PagesError(f"page {page!r}: no manifest for source {sources[0]!r} "
                              "(optimize it first, or name it as the manifest store does)")
@@ -114,7 +112,26 @@ def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
     return found
 
 
-def _manifest(stores: Stores, source: str) -> Manifest | None:
+def check_sizes(sizes: str) -> str:
+    """A ``sizes`` attribute (media conditions and lengths), or PagesError naming it."""
+    if not _SIZES.fullmatch(sizes) or len(sizes) > 256:
+        raise PagesError(f"--sizes {sizes!r}: a sizes attribute (media conditions and lengths, "
+                         "e.g. '(max-width: 600px) 100vw, 50vw'), without quotes")
+    return sizes
+
+
+def preferred(manifest: Manifest) -> list[Variant]:
+    """The variants a preload names (and a hero's tag offers first), narrowest first."""
+    for kind in PREFERRED:
+        variants = sorted((v for v in manifest.variants if v.format == kind),
+                          key=lambda v: v.width)
+        if variants:
+            return variants
+    return []
+
+
+def find_manifest(stores: Stores, source: str) -> Manifest | None:
+    """A source's manifest, by key or by the path of the file that was optimized."""
     found = stores.manifests.get(source)
     if found is None and not source.startswith("/") and "://" not in source:
         found = stores.manifests.get(local_key(Path(source)))
@@ -122,16 +139,11 @@ def _manifest(stores: Stores, source: str) -> Manifest | None:
 
 
 def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
-    variants: list[Variant] = []
-    for kind in PREFERRED:
-        variants = sorted((v for v in manifest.variants if v.format == kind),
-                          key=lambda v: v.width)
-        if variants:
-            break
+    variants = preferred(manifest)
     if not variants:
         raise PagesError(f"page {page!r}: source {manifest.key!r} has no WebP or JPEG variant")
     for variant in variants:  # from a manifest file: checked, never trusted
-        if not _VARIANT_PATH.fullmatch(variant.path):
+        if not VARIANT_PATH.fullmatch(variant.path):
             raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
                              f"{variant.path!r} that is not one imgwarm writes")
     href = next((v for v in variants if v.width >= HREF_WIDTH), variants[-1])

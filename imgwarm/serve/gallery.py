@@ -1,0 +1,82 @@
+"""Gallery: a page of optimized images with their picture tags, and what serves it.
+
+One folder holds everything nginx needs to show it: ``index.html`` (the first image is the
+hero: loaded first, preloaded by a Link header; the rest lazily, in a grid), ``pages.json``
+(the page and its sources, as ``imgwarm nginx --pages`` reads it) and ``nginx.conf`` (the
+config ``imgwarm nginx`` writes for that folder and pages file: include it in http {}).
+``imgwarm serve`` runs nginx on it (serve/server.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from imgwarm.config import Settings
+from imgwarm.manifest import Manifest
+from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
+from imgwarm.serve.pages import preloads
+from imgwarm.serve.picture import picture
+from imgwarm.serve.written import write_whole
+from imgwarm.store import Stores
+
+PAGE, PAGES, CONFIG = "index.html", "pages.json", "nginx.conf"
+HERO_WIDTH = 960  # CSS px: the page's width, the hero's at most
+HERO_SIZES = f"(max-width: {HERO_WIDTH}px) 100vw, {HERO_WIDTH}px"  # the preload's too
+COLUMN = 280  # CSS px: the narrowest grid column
+GRID_SIZES = "(max-width: 640px) 100vw, (max-width: 960px) 50vw, 320px"
+TITLE = "imgwarm gallery"
+
+
+@dataclass(frozen=True)
+class Gallery:
+    folder: Path
+    page: Path
+    pages: Path
+    config: Path
+    images: int
+
+
+def gallery_config(settings: Settings, folder: Path, *, listen: str,
+                   access_log: str | None = None, tier_header: bool = True) -> Config:
+    """The nginx config that serves the gallery in ``folder`` and the variants it shows."""
+    pages = json.loads((folder / PAGES).read_text(encoding="utf-8"))
+    prefix = image_prefix(settings, None)
+    found = preloads(pages, Stores.for_settings(settings.store), prefix=prefix,
+                     sizes=HERO_SIZES)
+    return render(settings, NginxOptions(listen=listen, site_root=folder.resolve(),
+                                         tier_header=tier_header, access_log=access_log,
+                                         pages=found))
+
+
+def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *,
+                  listen: str = "127.0.0.1:8080", title: str = TITLE,
+                  access_log: str | None = None) -> Gallery:
+    """Write the gallery of ``manifests`` (the first is the hero) into ``folder``: the page,
+    its pages file and its nginx config, each whole or not at all."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    if not manifests:
+        raise ValueError("a gallery needs at least one optimized image")
+    base = image_prefix(settings, None)
+    hero, rest = manifests[0], manifests[1:]
+    env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
+                      autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    html = env.get_template("gallery.html.j2").render(
+        title=title, hero_width=HERO_WIDTH, column=COLUMN,
+        hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
+        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base) for m in rest])
+    folder.mkdir(parents=True, exist_ok=True)
+    write_whole(folder / PAGE, html)
+    write_whole(folder / PAGES, json.dumps({"/": [m.key for m in manifests]}, indent=2) + "\n")
+    config = gallery_config(settings, folder, listen=listen, access_log=access_log)
+    write_whole(folder / CONFIG, config.whole)
+    return Gallery(folder, folder / PAGE, folder / PAGES, folder / CONFIG, len(manifests))
+
+
+def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str) -> dict[str, object]:
+    from markupsafe import Markup
+
+    return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base)),
+            "caption": manifest.description or ""}

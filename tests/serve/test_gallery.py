@@ -1,0 +1,292 @@
+"""The gallery in a real browser: Debian's Chromium driven by Playwright, loading the page that
+`imgwarm gallery` wrote from the nginx that `imgwarm serve` runs (the emitted config: RAM tier,
+NVMe, origin, the page's preload Link). What Chromium chose, requested and painted."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy
+import pytest
+from PIL import Image
+
+from imgwarm.cache.warm import warm
+from imgwarm.config import Settings, load_settings
+from imgwarm.manifest import Credits, Manifest
+from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.samples import jpeg_with_exif, photo
+from imgwarm.serve.gallery import HERO_WIDTH
+from imgwarm.store import Stores
+from tests.servers import free_port, wait_for
+
+playwright = pytest.importorskip("playwright.sync_api")  # ./test.sh installs it
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+IMGWARM = Path(sys.executable).parent / "imgwarm"
+VIEWS = [(390, 844, 1), (390, 844, 2), (1440, 900, 1), (1440, 900, 2)]
+COUNT = 24  # enough for a column of images far below the fold on a phone
+HOSTILE = '"><script>window.__pwned = 1</script><b>bold?</b>'
+SHAPES = [(1400, 933), (933, 1400), (1200, 1200)]
+
+
+@dataclass
+class Gallery:
+    url: str
+    settings: Settings
+    manifests: list[Manifest]
+
+    def urls(self, manifest: Manifest) -> set[str]:
+        return {f"/{v.path}" for v in manifest.variants}
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    flat = settings.flat()
+    names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state", "widths",
+             "formats")
+    found = {f"IMGWARM_{n.upper()}": ",".join(map(str, flat[n])) if isinstance(flat[n], list)
+             else str(flat[n]) for n in names}
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}, **found}
+
+
+@pytest.fixture(scope="module")
+def gallery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gallery]:
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.fail("nginx is not installed (./test.sh installs it as root)")
+    base = tmp_path_factory.mktemp("gallery")
+    ram = Path("/dev/shm") / f"imgwarm-gallery-{uuid.uuid4().hex[:8]}"
+    settings = load_settings(
+        origin_root=base / "origin", manifest_root=base / "manifest", nvme_root=base / "nvme",
+        ram_root=ram, cache_state=base / "state", widths="320,640,960,1280",
+        formats="avif,webp,jpeg", fsync=False)
+    stores = Stores.for_settings(settings.store)
+    (base / "sources").mkdir()
+    manifests = []
+    for i in range(COUNT):
+        source = base / "sources" / f"photo-{i:02d}.jpg"
+        source.write_bytes(jpeg_with_exif(photo(*SHAPES[i % len(SHAPES)], seed=i), quality=90))
+        text = HOSTILE if i == 1 else f"Photo {i}"
+        manifests.append(optimize_file(source, settings=settings, stores=stores,
+                                       credits=Credits.given(description=text)).manifest)
+    warm(settings)
+    env = _env(settings)
+    www = base / "www"
+    written = subprocess.run([str(IMGWARM), "gallery", *(m.key for m in manifests),
+                              "--out", str(www)], env=env, capture_output=True, text=True,
+                             check=False)
+    assert written.returncode == 0, written.stderr
+    port = free_port()
+    server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(www), "--port",
+                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: _listening(port) or server.poll() is not None, "imgwarm serve")
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        yield Gallery(f"http://127.0.0.1:{port}/", settings, manifests)
+        server.send_signal(signal.SIGINT)  # Ctrl-C
+        assert server.wait(timeout=20) == 0
+        assert not _listening(port)  # nginx stopped with it
+    finally:
+        if server.poll() is None:
+            server.kill()
+        shutil.rmtree(ram, ignore_errors=True)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium is not installed (./test.sh installs it as root)")
+    with playwright.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Loaded:
+    page: Any
+    requested: list[str]  # URL paths, in order
+    dpr: int
+    first: Any  # the page's own response
+    held: list[Any]  # image requests held back (hold_images)
+
+
+def _open(browser: Any, gallery: Gallery, view: tuple[int, int, int], *,
+          hold_images: bool = False, wait: str = "load") -> Loaded:
+    width, height, dpr = view
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  device_scale_factor=dpr)
+    context.add_init_script(
+        "window.__cls = 0; new PerformanceObserver(list => { for (const e of list.getEntries())"
+        " window.__cls += e.value; }).observe({type: 'layout-shift', buffered: true});")
+    page = context.new_page()
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(urlsplit(r.url).path))
+    held: list[Any] = []
+    if hold_images:
+        page.route("**/*", lambda route: held.append(route)
+                   if route.request.resource_type == "image" else route.continue_())
+    first = page.goto(gallery.url, wait_until=wait)
+    return Loaded(page, requested, dpr, first, held)
+
+
+def _scroll_through(page: Any) -> None:
+    page.evaluate("""async () => {
+        for (let y = 0; y < document.body.scrollHeight; y += innerHeight / 2) {
+            scrollTo(0, y); await new Promise(r => setTimeout(r, 60));
+        }
+        scrollTo(0, document.body.scrollHeight);
+    }""")
+    page.wait_for_function(
+        "[...document.images].every(i => i.complete && i.naturalWidth > 0)", timeout=30_000)
+
+
+IMAGES_JS = """() => [...document.images].map(img => ({
+    currentSrc: img.currentSrc, naturalWidth: img.naturalWidth, slot: img.clientWidth,
+    top: img.getBoundingClientRect().top + scrollY, alt: img.alt, loading: img.loading,
+    sizes: img.sizes,
+    offers: [...img.parentElement.querySelectorAll('source'), img].map(
+        e => ({type: e.type || 'image/jpeg', srcset: e.srcset}))
+}))"""
+
+
+def _candidates(srcset: str) -> list[tuple[str, int]]:
+    found = []
+    for item in srcset.split(","):
+        url, width = item.strip().split(" ")
+        found.append((urlsplit(url).path, int(width.rstrip("w"))))
+    return sorted(found, key=lambda c: c[1])
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=[f"{w}px-x{d}" for w, _, d in VIEWS])
+def test_each_image_is_the_format_and_width_its_slot_needs(browser: Any, gallery: Gallery,
+                                                          view: tuple[int, int, int]) -> None:
+    loaded = _open(browser, gallery, view)
+    _scroll_through(loaded.page)
+    images = loaded.page.evaluate(IMAGES_JS)
+    assert len(images) == COUNT
+    for index, image in enumerate(images):
+        assert image["naturalWidth"] > 0, image
+        chosen = urlsplit(image["currentSrc"]).path
+        hero = index == 0
+        assert chosen.endswith(".webp" if hero else ".avif"), (index, chosen)
+        offer = next(o for o in image["offers"] if chosen in o["srcset"])
+        widths = [w for _, w in _candidates(offer["srcset"])]
+        width = dict(_candidates(offer["srcset"]))[chosen]
+        slot = min(view[0], HERO_WIDTH) if hero else image["slot"]  # hero: its sizes
+        needed = slot * loaded.dpr
+        enough = [w for w in widths if w >= needed]
+        if not enough:
+            assert width == widths[-1], (index, width, needed)
+            continue
+        # never wider than the narrowest that fills the slot; at 1x exactly that one (at 2x
+        # Chromium may take the one below when the slot is nearer it, by geometric mean)
+        assert width <= enough[0], (index, width, needed, widths)
+        below = [w for w in widths if w < needed]
+        assert width == enough[0] or (loaded.dpr > 1 and below and width == below[-1]), \
+            (index, width, needed, widths)
+    assert loaded.page.evaluate("window.__cls") == 0  # no layout shift as they arrived
+    loaded.page.context.close()
+
+
+@pytest.mark.parametrize("view", [VIEWS[0], VIEWS[3]], ids=["390px-x1", "1440px-x2"])
+def test_the_hero_is_preloaded_and_requested_once(browser: Any, gallery: Gallery,
+                                                 view: tuple[int, int, int]) -> None:
+    loaded = _open(browser, gallery, view)
+    assert "rel=preload" in (loaded.first.headers.get("link") or "")
+    _scroll_through(loaded.page)
+    hero = gallery.manifests[0]
+    asked = [p for p in loaded.requested if p in gallery.urls(hero)]
+    chosen = urlsplit(loaded.page.evaluate("document.images[0].currentSrc")).path
+    assert asked == [chosen]
+    assert loaded.requested.index(chosen) < min(
+        loaded.requested.index(p) for p in loaded.requested if p.endswith(".avif"))
+    loaded.page.context.close()
+
+
+def test_lazy_images_below_the_fold_wait_for_scrolling(browser: Any, gallery: Gallery) -> None:
+    view = (390, 844, 1)
+    loaded = _open(browser, gallery, view, wait="networkidle")
+    images = loaded.page.evaluate(IMAGES_JS)
+    # Chromium loads lazy images 1,250-2,500 px ahead of the viewport: these are further
+    far = [m for m, i in zip(gallery.manifests, images, strict=True)
+           if i["top"] > view[1] + 3000]
+    assert len(far) >= 3  # the page is long enough for the test to mean something
+    before = set(loaded.requested)
+    assert not any(gallery.urls(m) & before for m in far)
+    _scroll_through(loaded.page)
+    after = set(loaded.requested)
+    assert all(gallery.urls(m) & after for m in far)
+    loaded.page.context.close()
+
+
+def _region(png: bytes, box: dict[str, float], dpr: int) -> numpy.ndarray:
+    shot = Image.open(io.BytesIO(png)).convert("RGB")
+    crop = shot.crop(tuple(int(v * dpr) for v in (box["x"], box["y"], box["x"] + box["width"],
+                                                   box["y"] + box["height"])))
+    return numpy.asarray(crop.resize((16, 12)), dtype=float)
+
+
+def _like(a: numpy.ndarray, b: numpy.ndarray) -> float:
+    return float(numpy.corrcoef(a.ravel(), b.ravel())[0, 1])
+
+
+def test_the_placeholder_shows_until_the_image_paints(browser: Any, gallery: Gallery,
+                                                      tmp_path: Path) -> None:
+    import base64
+
+    loaded = _open(browser, gallery, (390, 844, 1), hold_images=True, wait="domcontentloaded")
+    page = loaded.page
+    page.wait_for_function("document.images.length > 0 && document.images[0].clientHeight > 0")
+    box = page.evaluate("(() => { const r = document.images[0].getBoundingClientRect(); "
+                        "return {x: r.x, y: r.y, width: r.width, height: r.height}; })()")
+    waiting = page.screenshot()
+    (tmp_path / "placeholder.png").write_bytes(waiting)
+    hero = gallery.manifests[0]
+    assert hero.placeholder is not None
+    preview = Image.open(io.BytesIO(base64.b64decode(hero.placeholder.lqip.split(",", 1)[1])))
+    expected = numpy.asarray(preview.convert("RGB").resize((16, 12)), dtype=float)
+    shown = _region(waiting, box, 1)
+    assert shown.std() > 5  # not a blank box: the preview's shapes
+    assert _like(shown, expected) > 0.8
+    assert page.evaluate("document.images[0].naturalWidth") == 0  # the image is not there
+    for route in loaded.held:
+        route.continue_()
+    page.unroute("**/*")
+    page.wait_for_function("document.images[0].complete && document.images[0].naturalWidth > 0")
+    page.wait_for_timeout(200)  # painted
+    painted = _region(page.screenshot(), box, 1)
+    chosen = urlsplit(page.evaluate("document.images[0].currentSrc")).path
+    image = Image.open(gallery.settings.store.origin_root / chosen.lstrip("/")).convert("RGB")
+    real = numpy.asarray(image.resize((16, 12)), dtype=float)
+    assert _like(painted, real) > 0.95  # the image, over its placeholder
+    assert numpy.abs(painted - real).mean() < numpy.abs(shown - real).mean()
+    page.context.close()
+
+
+def test_a_hostile_description_is_text(browser: Any, gallery: Gallery) -> None:
+    loaded = _open(browser, gallery, (1440, 900, 1))
+    page = loaded.page
+    assert page.evaluate("window.__pwned") is None
+    assert page.evaluate("document.querySelectorAll('figcaption b, script').length") == 0
+    captions = page.evaluate("[...document.querySelectorAll('figcaption')].map(f => f.textContent)")
+    assert HOSTILE in captions
+    assert page.evaluate("document.images[1].alt") == HOSTILE
+    page.context.close()
