@@ -2,7 +2,8 @@
 # Install imgwarm (in .venv), optimize a folder of photos on the embedded default (variants in
 # ./var/origin, manifests in ./var/manifest; no Redis, no S3), then warm the cache tiers from
 # them (every variant in ./var/cache/nvme, the thumbnails in RAM at /dev/shm/imgwarm-ram), and
-# write the nginx config that serves them (./var/nginx/imgwarm.conf).
+# write a gallery page of them with their picture tags, its pages file and the nginx config
+# that serves it all (./var/gallery); `imgwarm serve` then shows it in a browser.
 #   ./quickstart.sh             sample photos that imgwarm synthesizes itself
 #   ./quickstart.sh ~/Pictures  your own photos (the folder is searched recursively)
 set -euo pipefail
@@ -27,21 +28,24 @@ echo
 echo "Warming the cache tiers:"
 .venv/bin/imgwarm warm || status=$?
 echo
-echo "Writing the nginx config that serves them (RAM tier, then NVMe, then the origin):"
+echo "Writing a gallery of them, its pages file and the nginx config that serves it all (RAM"
+echo "tier, then NVMe, then the origin; the page with its hero's preload Link):"
 mkdir -p var/log
 check=()
 if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
     check=(--check)  # nginx -t on it first
 fi
-PATH=$PATH:/usr/sbin .venv/bin/imgwarm nginx --listen 127.0.0.1:8080 --tier-header \
-    --access-log "$(pwd)/var/log/access.log" "${check[@]}" --out var/nginx/imgwarm.conf \
-    || status=$?
+PATH=$PATH:/usr/sbin .venv/bin/imgwarm gallery --out var/gallery --listen 127.0.0.1:8080 \
+    --access-log "$(pwd)/var/log/access.log" "${check[@]}" || status=$?
 echo
 echo "Variants are in $(pwd)/var/origin (the path under it is the URL path); the cache tiers"
-echo "in $(pwd)/var/cache/nvme and /dev/shm/imgwarm-ram (RAM)."
-echo "Serve them: in nginx's http {}, after include mime.types;, add"
-echo "    include $(pwd)/var/nginx/imgwarm.conf;"
-echo "then curl -I http://127.0.0.1:8080/<a variant path>; warm from its log with"
+echo "in $(pwd)/var/cache/nvme and /dev/shm/imgwarm-ram (RAM); the gallery in $(pwd)/var/gallery."
+if [ ${#check[@]} -gt 0 ]; then
+    echo "See it in a browser now:   .venv/bin/imgwarm serve     (nginx on a free port; Ctrl-C stops)"
+fi
+echo "Or serve it from your nginx: in its http {}, after include mime.types;, add"
+echo "    include $(pwd)/var/gallery/nginx.conf;"
+echo "then open http://127.0.0.1:8080/; warm from its log with"
 echo "    IMGWARM_ACCESS_LOGS=$(pwd)/var/log/access.log .venv/bin/imgwarm warm"
-echo "See one manifest:  .venv/bin/imgwarm show <source file>      All options: .venv/bin/imgwarm --help"
+echo "One image's tag:  .venv/bin/imgwarm picture <source file>    All options: .venv/bin/imgwarm --help"
 exit $status

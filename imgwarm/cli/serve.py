@@ -179,9 +179,13 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
 @click.option("--title", default="imgwarm gallery", show_default=True)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True,
               help="Most images, when no SOURCE is given (every manifest, by key).")
+@click.option("--access-log", metavar="PATH",
+              help="Where nginx writes the access log `imgwarm warm` reads (default: the "
+              "first plain path of the access_logs setting).")
+@click.option("--check", is_flag=True, help="Run `nginx -t` on the config before writing.")
 @click.pass_context
 def gallery(ctx: click.Context, /, sources: tuple[str, ...], out: Path, listen: str,
-            title: str, limit: int) -> None:
+            title: str, limit: int, access_log: str | None, check: bool) -> None:
     """Write a gallery page of optimized images: the first SOURCE is the hero (preloaded,
     loaded first), the rest load lazily in a grid; with no SOURCE, every optimized image.
     Also writes the pages file and the nginx config that serves it all (include it in
@@ -213,7 +217,8 @@ def gallery(ctx: click.Context, /, sources: tuple[str, ...], out: Path, listen: 
         click.echo("gallery FAILED: no optimized images (run imgwarm optimize first)", err=True)
         ctx.exit(EXIT_FAILED)
     try:
-        made = write_gallery(settings, manifests, out, listen=listen, title=title)
+        made = write_gallery(settings, manifests, out, listen=listen, title=title,
+                             access_log=access_log, check=check)
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
     except ImgwarmError as error:

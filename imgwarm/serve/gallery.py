@@ -16,7 +16,8 @@ from pathlib import Path
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
-from imgwarm.serve.pages import preloads
+from imgwarm.serve.nginx import check as nginx_check
+from imgwarm.serve.pages import preloads, read_pages
 from imgwarm.serve.picture import picture
 from imgwarm.serve.written import write_whole
 from imgwarm.store import Stores
@@ -38,10 +39,13 @@ class Gallery:
     images: int
 
 
-def gallery_config(settings: Settings, folder: Path, *, listen: str,
-                   access_log: str | None = None, tier_header: bool = True) -> Config:
-    """The nginx config that serves the gallery in ``folder`` and the variants it shows."""
-    pages = json.loads((folder / PAGES).read_text(encoding="utf-8"))
+def gallery_config(settings: Settings, folder: Path, pages: dict[str, list[str]] | None = None,
+                   *, listen: str, access_log: str | None = None,
+                   tier_header: bool = True) -> Config:
+    """The nginx config that serves the gallery in ``folder`` and the variants it shows
+    (``pages``: as its pages file says, read from it when not given)."""
+    if pages is None:
+        pages = read_pages(folder / PAGES)
     prefix = image_prefix(settings, None)
     found = preloads(pages, Stores.for_settings(settings.store), prefix=prefix,
                      sizes=HERO_SIZES)
@@ -52,9 +56,10 @@ def gallery_config(settings: Settings, folder: Path, *, listen: str,
 
 def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *,
                   listen: str = "127.0.0.1:8080", title: str = TITLE,
-                  access_log: str | None = None) -> Gallery:
+                  access_log: str | None = None, check: bool = False) -> Gallery:
     """Write the gallery of ``manifests`` (the first is the hero) into ``folder``: the page,
-    its pages file and its nginx config, each whole or not at all."""
+    its pages file and its nginx config, each whole or not at all; ``check``: nginx -t on
+    the config first (nothing is written when it fails)."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     if not manifests:
@@ -67,10 +72,13 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
         title=title, hero_width=HERO_WIDTH, column=COLUMN,
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
         items=[_item(m, eager=False, sizes=GRID_SIZES, base=base) for m in rest])
+    pages = {"/": [m.key for m in manifests]}
+    config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
+    if check:
+        nginx_check(config, snippet=False)
     folder.mkdir(parents=True, exist_ok=True)
     write_whole(folder / PAGE, html)
-    write_whole(folder / PAGES, json.dumps({"/": [m.key for m in manifests]}, indent=2) + "\n")
-    config = gallery_config(settings, folder, listen=listen, access_log=access_log)
+    write_whole(folder / PAGES, json.dumps(pages, indent=2) + "\n")
     write_whole(folder / CONFIG, config.whole)
     return Gallery(folder, folder / PAGE, folder / PAGES, folder / CONFIG, len(manifests))
 
