@@ -227,3 +227,29 @@ def test_the_picture_command(settings: Settings, tmp_path: Path) -> None:
     assert Tags(json.loads(line)["html"]).named("img")[0]["alt"] == "Red bicycle"
     done = run(str(tmp_path / "bike.jpg"), "--base-url", "ftp://x/")
     assert done.exit_code == 1 and "--base-url" in done.stderr and not done.stdout
+
+
+def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
+                                                        tmp_path: Path) -> None:
+    manifest = _optimized(settings, tmp_path, widths="320")
+    env = {"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
+           "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root)}
+    out = tmp_path / "www"
+    done = Cli()("gallery", manifest.key, "nowhere.jpg", "--out", out, env=env)
+    assert done.exit_code == 1 and "nowhere.jpg: no manifest" in done.stderr
+    assert not out.exists()  # nothing written
+    stores = Stores.local(settings.store)
+    odd = manifest.variants[0].model_copy(update={"path": "../../etc/passwd"})
+    stores.manifests.put(manifest.model_copy(update={"key": "odd.jpg", "variants": [odd]}))
+    done = Cli()("gallery", manifest.key, "odd.jpg", "--out", out, env=env)
+    assert done.exit_code == 1 and "not one imgwarm writes" in done.stderr
+    assert not out.exists()
+    done = Cli()("gallery", manifest.key, "--out", out, "--title", "<b>Ads</b> & more",
+                 env=env)
+    assert done.exit_code == 0, done.stderr
+    page = (out / "index.html").read_text()
+    assert "<title>&lt;b&gt;Ads&lt;/b&gt; &amp; more</title>" in page
+    assert json.loads((out / "pages.json").read_text()) == {"/": [manifest.key]}
+    assert "add_header Link" in (out / "nginx.conf").read_text()
+    done = Cli()("serve", "--gallery", tmp_path / "empty", env=env)
+    assert done.exit_code == 2 and "holds no gallery" in done.stderr
