@@ -1,0 +1,1 @@
+"""Quality: a perceptual metric, and encoding each variant at just the quality it needs."""

@@ -1,0 +1,179 @@
+"""SSIMULACRA2: how like its original a distorted image looks, on the JPEG XL project's scale.
+
+100 is identical; about 90 is visually lossless at a normal distance, 70-80 high quality
+(about what q80-q85 JPEG gives), 50 medium, 30 low. The metric (Jon Sneyers, libjxl's
+``tools/ssimulacra2.cc``): both images to the XYB colour space, then at six scales, halving in
+linear RGB each time, the SSIM of each XYB channel (1.5-sigma Gaussian windows) and two edge
+maps (ringing and blocking where the original is smooth, blur where it has detail), each
+averaged as a mean and a 4-norm; 108 weights and a polynomial make the score.
+
+In float32 with OpenCV's SIMD filters, means and arithmetic: 70 ms for a 640x427 pair here,
+where the ``ssimulacra2`` package on the Python registry (numpy and scipy, float64) takes
+200-300 ms and the same steps as libvips operations took 290 ms. Edges are handled as that
+package does (it works on the transposed image, so its Gaussian pads with zeros left and
+right and mirrors above and below); the test suite holds the two within 0.5 points on the
+corpus (measured: within 0.003).
+"""
+
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import cv2
+import numpy
+import pyvips
+
+ArrayLike: TypeAlias = "pyvips.Image | numpy.ndarray"
+SCALES = 6
+_C2 = 0.0009
+_BIAS = 0.0037930732552754493
+_OPSIN = [[0.30, 1.0 - 0.078 - 0.30, 0.078],
+          [0.23, 1.0 - 0.078 - 0.23, 0.078],
+          [0.24342268924547819, 0.20476744424496821,
+           1.0 - 0.24342268924547819 - 0.20476744424496821]]
+# X, Y, B from the cube roots (m0, m1, m2), made positive as the metric does:
+# X = 14 * (m0 - m1) / 2 + 0.42, Y = (m0 + m1) / 2 + 0.01, B = m2 - Y' + 0.55
+_XYB = [[7.0, -7.0, 0.0], [0.5, 0.5, 0.0], [-0.5, -0.5, 1.0]]
+_XYB_OFFSET = [0.42, 0.01, 0.55]
+_SIGMA = 1.5
+_RADIUS = int(3.33 * _SIGMA + 0.5)  # scipy's truncation of the reference's Gaussian: 5
+# The weights of libjxl's ssimulacra2.cc: for each channel, scale and norm, the SSIM term and
+# the two edge terms.
+WEIGHTS = (
+    0.0, 0.0007376606707406586, 0.0, 0.0, 0.0007793481682867309, 0.0, 0.0, 0.0004371155730107379,
+    0.0, 1.1041726426657346, 0.00066284834129271, 0.00015231632783718752, 0.0,
+    0.0016406437456599754, 0.0, 1.8422455520539298, 11.441172603757666, 0.0, 0.0007989109436015163,
+    0.000176816438078653, 0.0, 1.8787594979546387, 10.94906990605142, 0.0, 0.0007289346991508072,
+    0.9677937080626833, 0.0, 0.00014003424285435884, 0.9981766977854967, 0.00031949755934435053,
+    0.0004550992113792063, 0.0, 0.0, 0.0013648766163243398, 0.0, 0.0, 0.0, 0.0, 0.0,
+    7.466890328078848, 0.0, 17.445833984131262, 0.0006235601634041466, 0.0, 0.0, 6.683678146179332,
+    0.00037724407979611296, 1.027889937768264, 225.20515300849274, 0.0, 0.0, 19.213238186143016,
+    0.0011401524586618361, 0.001237755635509985, 176.39317598450694, 0.0, 0.0, 24.43300999870476,
+    0.28520802612117757, 0.0004485436923833408, 0.0, 0.0, 0.0, 34.77906344483772,
+    44.835625328877896, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0008680556573291698, 0.0, 0.0,
+    0.0, 0.0, 0.0, 0.0005313191874358747, 0.0, 0.00016533814161379112, 0.0, 0.0, 0.0, 0.0, 0.0,
+    0.0004179171803251336, 0.0017290828234722833, 0.0, 0.0020827005846636437, 0.0, 0.0,
+    8.826982764996862, 23.19243343998926, 0.0, 95.1080498811086, 0.9863978034400682,
+    0.9834382792465353, 0.0012286405048278493, 171.2667255897307, 0.9807858872435379, 0.0, 0.0, 0.0,
+    0.0005130064588990679, 0.0, 0.00010854057858411537
+)
+
+
+def score(original: ArrayLike, distorted: ArrayLike) -> float:
+    """The SSIMULACRA2 score of ``distorted`` against ``original``: two sRGB images of the
+    same size (pyvips images or H x W x 3 uint8 arrays; an alpha band is flattened on mid
+    grey first)."""
+    first, second = pixels(original), pixels(distorted)
+    if first.shape != second.shape:
+        raise ValueError(f"ssimulacra2: {first.shape[1]}x{first.shape[0]} against "
+                         f"{second.shape[1]}x{second.shape[0]}: the sizes must agree")
+    linear1, linear2 = _LINEAR[first], _LINEAR[second]
+    terms: list[list[float]] = []
+    for scale in range(SCALES):
+        if linear1.shape[0] < 8 or linear1.shape[1] < 8:
+            break
+        terms.append(_scale_terms(_xyb(linear1), _xyb(linear2)))
+        if scale < SCALES - 1:
+            linear1, linear2 = _half(linear1), _half(linear2)
+    return _final(terms)
+
+
+def pixels(given: ArrayLike) -> numpy.ndarray:
+    """An H x W x 3 uint8 array of an sRGB image."""
+    image: Any = given
+    if isinstance(given, numpy.ndarray):
+        if given.dtype != numpy.uint8 or given.ndim != 3 or given.shape[2] not in (3, 4):
+            raise ValueError("ssimulacra2: give H x W x 3 (or 4) uint8 pixels")
+        if given.shape[2] == 3:
+            return given
+        image = pyvips.Image.new_from_array(given, interpretation="srgb")
+    if image.hasalpha():
+        image = image.flatten(background=[128, 128, 128])
+    if image.bands < 3:
+        image = image.colourspace("srgb")
+    image = image.cast("uchar")
+    return numpy.ndarray(buffer=image.write_to_memory(), dtype=numpy.uint8,
+                         shape=(image.height, image.width, image.bands))
+
+
+_V = numpy.arange(256) / 255
+_LINEAR = numpy.where(_V <= 0.04045, _V / 12.92, ((_V + 0.055) / 1.055) ** 2.4).astype(
+    numpy.float32)
+_OPSIN_T = numpy.array(_OPSIN, dtype=numpy.float32).T
+_XYB_T = numpy.array(_XYB, dtype=numpy.float32).T
+_OFFSET = numpy.array(_XYB_OFFSET, dtype=numpy.float32)
+_ROOT_BIAS = numpy.float32(_BIAS ** (1 / 3))
+_TAPS = numpy.exp(-0.5 * (numpy.arange(-_RADIUS, _RADIUS + 1) / _SIGMA) ** 2)
+_MASK = (_TAPS / _TAPS.sum()).astype(numpy.float32)
+
+
+def _xyb(linear: numpy.ndarray) -> numpy.ndarray:
+    mixed = linear @ _OPSIN_T
+    mixed += numpy.float32(_BIAS)
+    numpy.maximum(mixed, 0, out=mixed)  # as the reference: zero if negative
+    roots = numpy.cbrt(mixed)
+    roots -= _ROOT_BIAS
+    out = roots @ _XYB_T
+    out += _OFFSET
+    return out
+
+
+def _blur(image: numpy.ndarray) -> numpy.ndarray:
+    r = _RADIUS
+    padded = cv2.copyMakeBorder(image, 0, 0, r, r, cv2.BORDER_CONSTANT, value=0)
+    return cv2.sepFilter2D(padded, -1, _MASK, _MASK, borderType=cv2.BORDER_REFLECT)[:, r:-r]
+
+
+def _half(image: numpy.ndarray) -> numpy.ndarray:
+    """2x2 box average; a last odd row or column averaged on its own (as the reference)."""
+    height, width = image.shape[:2]
+    if height % 2 or width % 2:
+        image = cv2.copyMakeBorder(image, 0, height % 2, 0, width % 2, cv2.BORDER_REPLICATE)
+    return cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2),
+                      interpolation=cv2.INTER_AREA)
+
+
+def _scale_terms(first: numpy.ndarray, second: numpy.ndarray) -> list[float]:
+    """One scale's 18 averages, as the reference orders them: per channel, the SSIM map's
+    mean and 4-norm, then the artifact map's and the detail-lost map's."""
+    mu1, mu2 = _blur(first), _blur(second)
+    s11 = _blur(cv2.multiply(first, first))
+    s22 = _blur(cv2.multiply(second, second))
+    s12 = _blur(cv2.multiply(first, second))
+    difference = cv2.subtract(mu1, mu2)
+    num_m = 1.0 - cv2.multiply(difference, difference)
+    num_s = cv2.subtract(s12, cv2.multiply(mu1, mu2)) * 2.0 + _C2
+    denom_s = cv2.subtract(s11, cv2.multiply(mu1, mu1)) + \
+        cv2.subtract(s22, cv2.multiply(mu2, mu2)) + _C2
+    ssim = 1.0 - cv2.divide(cv2.multiply(num_m, num_s), denom_s)
+    numpy.maximum(ssim, 0, out=ssim)
+    ratio = cv2.divide(1.0 + cv2.absdiff(second, mu2), 1.0 + cv2.absdiff(first, mu1)) - 1.0
+    maps = [ssim, numpy.maximum(ratio, 0), numpy.maximum(-ratio, 0)]
+    averages = []
+    for found in maps:
+        squared = cv2.multiply(found, found)
+        mean, fourth = cv2.mean(found), cv2.mean(cv2.multiply(squared, squared))
+        averages.append([(mean[c], fourth[c] ** 0.25) for c in range(3)])
+    return [value for channel in range(3) for kind in averages for value in kind[channel]]
+
+
+def _final(terms: list[list[float]]) -> float:
+    """The weighted sum, in the reference's order (channel, scale, norm: ssim, ringing,
+    blur), through its polynomial."""
+    total, i = 0.0, 0
+    for channel in range(3):
+        for scale in terms:
+            base = channel * 6
+            ssim = scale[base:base + 2]
+            ringing = scale[base + 2:base + 4]
+            blurring = scale[base + 4:base + 6]
+            for norm in range(2):
+                total += WEIGHTS[i] * abs(ssim[norm])
+                total += WEIGHTS[i + 1] * abs(ringing[norm])
+                total += WEIGHTS[i + 2] * abs(blurring[norm])
+                i += 3
+    total *= 0.9562382616834844
+    total = (2.326765642916932 * total - 0.020884521182843837 * total ** 2
+             + 6.248496625763138e-05 * total ** 3)
+    return 100.0 - 10.0 * total ** 0.6276336467831387 if total > 0 else 100.0
