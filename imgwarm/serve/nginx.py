@@ -271,8 +271,9 @@ def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
 def main_config(here: Path, body: str, *, error_log: str | None = None,
                 user: str | None = None) -> str:
     """A minimal nginx.conf in folder ``here`` whose http {} holds ``body`` (after
-    mime.types); ``error_log`` defaults to a file in ``here``."""
-    owner = f"user {bare(user, 'user', r'[A-Za-z0-9._-]+')};\n" if user else ""
+    mime.types); ``error_log`` defaults to a file in ``here``; ``user``: "NAME GROUP" the
+    workers run as (when nginx starts as root)."""
+    owner = f"user {bare(user, 'user', r'[A-Za-z0-9._-]+( [A-Za-z0-9._-]+)?')};\n" if user else ""
     return (f"{owner}pid {here}/nginx.pid;\nerror_log {error_log or f'{here}/error.log'};\n"
             f"events {{}}\nhttp {{\ninclude {_mime_types()};\n{body}}}\n")
 

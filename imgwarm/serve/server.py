@@ -4,6 +4,7 @@ includes the config ``imgwarm nginx`` (or ``imgwarm gallery``) writes in its own
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -52,12 +54,15 @@ def serve(settings: Settings, folder: Path, *, port: int | None = None,
         (here / "imgwarm.conf").write_text(config.whole, encoding="utf-8")
         # nginx's workers read the files as the gallery's owner (as root, nginx would
         # otherwise drop to nobody, who may not reach a home folder)
-        user = pwd.getpwuid(folder.stat().st_uid).pw_name if os.geteuid() == 0 else None
+        user = _owner(folder) if os.geteuid() == 0 else None
         (here / "nginx.conf").write_text(
             main_config(here, f"include {here}/imgwarm.conf;\n", user=user), encoding="utf-8")
         process = subprocess.Popen([found, "-p", temp, "-c", str(here / "nginx.conf"),
                                     "-g", "daemon off;"])
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGTERM (a service manager, `timeout`) stops it as Ctrl-C does; a handler can only
+        # be set from the main thread
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
         try:
             _started(process, port, here)
             ready(f"http://127.0.0.1:{port}/")
@@ -71,10 +76,23 @@ def serve(settings: Settings, folder: Path, *, port: int | None = None,
                 process.wait()
             return 0
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            if main:
+                signal.signal(signal.SIGTERM, previous)
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def _owner(folder: Path) -> str:
+    """``user NAME GROUP`` for nginx: without a group it takes the group named as the user,
+    which many users do not have."""
+    info = folder.stat()
+    try:
+        name = pwd.getpwuid(info.st_uid).pw_name
+        group = grp.getgrgid(info.st_gid).gr_name
+    except KeyError:  # ids with no name (a container's volume): nginx takes numbers neither
+        return "root root" if info.st_uid == 0 else "nobody nogroup"
+    return f"{name} {group}"
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
