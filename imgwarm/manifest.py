@@ -41,6 +41,8 @@ class Variant(BaseModel):
     height: int
     bytes: int
     path: str  # relative to the origin root; also the URL path
+    quality: int | None = None  # the encoder's quality (None: a manifest made before)
+    score: float | None = None  # SSIMULACRA2 against the resized source (auto quality)
 
 
 class Placeholder(BaseModel):

@@ -17,9 +17,20 @@ from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, check_keys, credit_options,
 @credit_options
 @click.option("--widths", help="Comma-separated widths, e.g. 320,640,1280,1920.")
 @click.option("--formats", help="Comma-separated formats among avif, webp, jpeg.")
-@click.option("--webp-quality", type=int, help="WebP quality, 1..100 (default 80).")
-@click.option("--jpeg-quality", type=int, help="JPEG quality, 1..100 (default 82).")
-@click.option("--avif-quality", type=int, help="AVIF quality, 1..100 (default 55).")
+@click.option("--webp-quality", metavar="Q|auto",
+              help="WebP quality, 1..100 (default 80), or auto: the lowest quality whose "
+              "SSIMULACRA2 score reaches --quality-target.")
+@click.option("--jpeg-quality", metavar="Q|auto", help="JPEG quality, 1..100 (default 82), "
+              "or auto.")
+@click.option("--avif-quality", metavar="Q|auto", help="AVIF quality, 1..100 (default 55), "
+              "or auto.")
+@click.option("--quality-target", type=float,
+              help="The score an auto quality reaches (default 75: high quality).")
+@click.option("--quality-tolerance", type=float,
+              help="How far above the target an auto quality may land (default 3).")
+@click.option("--report-quality", is_flag=True,
+              help="After each source, a line a variant: its quality and, for auto, its "
+              "SSIMULACRA2 score (--json always carries both).")
 @click.option("--origin-root", type=click.Path(path_type=Path),
               help="Where variants are written (default var/origin).")
 @click.option("--manifest-root", type=click.Path(path_type=Path),
@@ -30,7 +41,7 @@ from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, check_keys, credit_options,
 @click.pass_context
 def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
              description: str | None, copyright_: str | None, artist: str | None,
-             **options: Any) -> None:
+             report_quality: bool, **options: Any) -> None:
     """Make the web variants of each SOURCE (image files, or folders searched recursively),
     in this process.
 
@@ -65,7 +76,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         configure_libvips(batch_workers(settings, len(paths)))
         results = run_batch(paths, settings, credits)
         count, where = len(paths), str(store.origin_root)
-    failed = report.show(results, count, as_json, "optimizing")
+    failed = report.show(results, count, as_json, "optimizing", qualities=report_quality)
     if not as_json:
         click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "
                    f"variants in {where}", err=True)

@@ -56,7 +56,18 @@ def _progress_bar() -> Any:
                     redirect_stdout=False, redirect_stderr=False)
 
 
-def show(results: Iterable[SourceResult], total: int, as_json: bool, doing: str) -> int:
+def quality_lines(manifest: Manifest) -> list[str]:
+    """``  webp  640 q71 score 76.2``: a line a variant (the score only for auto quality)."""
+    lines = []
+    for v in manifest.variants:
+        quality = "q?" if v.quality is None else f"q{v.quality}"
+        found = "" if v.score is None else f" score {v.score:.1f}"
+        lines.append(f"  {v.format:4} {v.width:5} {quality}{found}")
+    return lines
+
+
+def show(results: Iterable[SourceResult], total: int, as_json: bool, doing: str, *,
+         qualities: bool = False) -> int:
     """Show results as they come: to stdout, failures to stderr, the bar (on a terminal, for
     several sources) to stderr. Returns how many sources failed."""
     show_bar = not as_json and sys.stderr.isatty() and total > 1
@@ -78,6 +89,9 @@ def show(results: Iterable[SourceResult], total: int, as_json: bool, doing: str)
                 click.echo(json_line(result))
             else:
                 emit(human_line(result), err=not result.ok)
+                if qualities and result.manifest is not None:
+                    for line in quality_lines(result.manifest):
+                        emit(line, err=False)
             if progress is not None and task is not None:
                 progress.advance(task)
     return failed

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from imgwarm.config.marks import OUTPUT, REFUSAL, split_csv
+from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, REFUSAL, split_csv
 from imgwarm.formats import ORDER, Format
+
+# A fixed quality, or "auto": the lowest whose SSIMULACRA2 score reaches quality_target
+Quality = int | Literal["auto"]
 
 
 class ImageSettings(BaseModel):
@@ -23,14 +26,22 @@ class ImageSettings(BaseModel):
     formats: list[Format] = Field(
         ["webp", "jpeg"], json_schema_extra=OUTPUT,
         description="Output formats (comma-separated) among avif, webp, jpeg.")
-    webp_quality: int = Field(80, ge=1, le=100, json_schema_extra=OUTPUT,
-                              description="WebP quality.")
+    webp_quality: Quality = Field(80, json_schema_extra=OUTPUT,
+                                  description="WebP quality, 1..100, or auto (see quality_target).")
     webp_effort: int = Field(4, ge=0, le=6, json_schema_extra=OUTPUT,
                              description="WebP encoder effort (slower = smaller).")
-    jpeg_quality: int = Field(82, ge=1, le=100, json_schema_extra=OUTPUT,
-                              description="Progressive JPEG quality.")
-    avif_quality: int = Field(55, ge=1, le=100, json_schema_extra=OUTPUT,
-                              description="AVIF quality.")
+    jpeg_quality: Quality = Field(82, json_schema_extra=OUTPUT,
+                                  description="Progressive JPEG quality, 1..100, or auto.")
+    avif_quality: Quality = Field(55, json_schema_extra=OUTPUT,
+                                  description="AVIF quality, 1..100, or auto.")
+    quality_target: float = Field(
+        75.0, gt=0, le=100, json_schema_extra=OUTPUT_IF_AUTO,
+        description="The SSIMULACRA2 score an auto quality reaches: each variant is encoded at "
+        "the lowest quality whose score against the resized source is at least this (75: "
+        "high quality, about what q80-q85 JPEG gives on average; 90: visually lossless).")
+    quality_tolerance: float = Field(
+        3.0, gt=0, le=20, json_schema_extra=OUTPUT_IF_AUTO,
+        description="How far above quality_target an auto quality's score may land.")
     avif_effort: int = Field(4, ge=0, le=10, json_schema_extra=OUTPUT,
                              description="AVIF encoder effort, 0..10 (slower = smaller).")
     accept_png: bool = Field(
@@ -56,6 +67,26 @@ class ImageSettings(BaseModel):
         description="Hex digits of the SHA-256 content hash in file names.")
     workers: int = Field(0, ge=0, le=256,
                          description="Sources processed at once; 0 means one per CPU core.")
+
+    @field_validator("webp_quality", "jpeg_quality", "avif_quality", mode="before")
+    @classmethod
+    def _quality(cls, value: Any) -> Any:
+        """1..100 or auto, with one message when it is neither."""
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        if isinstance(value, bool) or not text.lstrip("-").isdigit() or \
+                not 1 <= int(text) <= 100:
+            raise ValueError(f"{value!r}: a quality is 1..100, or auto")
+        return int(text)
+
+    def auto_quality(self) -> bool:
+        """Is any format's quality auto (the target then changes outputs)?"""
+        return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality)
+
+    def quality(self, fmt: Format) -> int | Literal["auto"]:
+        found: int | Literal["auto"] = getattr(self, f"{fmt}_quality")
+        return found
 
     @field_validator("widths", "formats", mode="before")
     @classmethod

@@ -14,6 +14,9 @@ from pydantic import BaseModel
 Affects = Literal["output", "refusal"]
 OUTPUT: dict[str, Any] = {"affects": "output"}  # changes the bytes or names of variants
 REFUSAL: dict[str, Any] = {"affects": "refusal"}  # changes which sources are refused
+# changes outputs only while the group's method of that name says so (a setting added later,
+# that must leave the digests of manifests made before it as they were)
+OUTPUT_IF_AUTO: dict[str, Any] = {"affects": "output", "only_if": "auto_quality"}
 
 
 def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:
@@ -22,7 +25,9 @@ def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:
     for name, info in type(group).model_fields.items():
         extra = info.json_schema_extra
         if isinstance(extra, dict) and extra.get("affects") in kinds:
-            found[name] = getattr(group, name)
+            condition = extra.get("only_if")
+            if condition is None or getattr(group, str(condition))():
+                found[name] = getattr(group, name)
     return found
 
 

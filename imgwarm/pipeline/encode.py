@@ -41,8 +41,15 @@ class Frame:
         return self._picture
 
 
-def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None) -> bytes:
-    """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata."""
+def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None,
+           quality: int | None = None) -> bytes:
+    """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata, at ``quality``
+    (default: the format's quality setting, which must then be a number)."""
+    if quality is None:
+        setting = settings.quality(fmt)
+        if setting == "auto":
+            raise ValueError(f"encode: {fmt} quality is auto: give the quality to use")
+        quality = setting
     out = io.BytesIO()
     extra = {"exif": exif} if exif else {}  # for Pillow's encoders
     if fmt == "jpeg":
@@ -50,16 +57,16 @@ def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | Non
         if image.hasalpha() and not OUTPUTS[fmt].alpha:
             image = image.flatten(background=[255, 255, 255])
         data = image.jpegsave_buffer(
-            Q=settings.jpeg_quality, interlace=True, optimize_coding=True, keep="none"
+            Q=quality, interlace=True, optimize_coding=True, keep="none"
         )
         if not exif:
             return bytes(data)
         piexif.insert(exif, bytes(data), out)
     elif fmt == "webp":
-        frame.picture.save(out, "WEBP", quality=settings.webp_quality,
+        frame.picture.save(out, "WEBP", quality=quality,
                            method=settings.webp_effort, **extra)
     else:
         # One encoder thread: parallelism comes from the batch, not from inside an image.
-        frame.picture.save(out, "AVIF", quality=settings.avif_quality,
+        frame.picture.save(out, "AVIF", quality=quality,
                            speed=10 - settings.avif_effort, max_threads=1, **extra)
     return out.getvalue()

@@ -29,6 +29,7 @@ from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
+from imgwarm.pipeline.quality import auto_quality
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for, plan_widths
 from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
@@ -44,6 +45,8 @@ class Encoded:
     height: int
     name: str
     data: bytes
+    quality: int
+    score: float | None = None  # SSIMULACRA2 against the resized source (auto quality only)
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
         slug = slug_for(printable(name))
         files: list[Encoded] = []
         preview = None
+        hints: dict[Format, int] = {}  # auto: the quality the previous width needed
         for width in widths:
             resized = fit(master, width, height_for(width, full_w, full_h))
             # Resample once into memory; every encoder then reads the same pixels.
@@ -128,10 +132,17 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
             if width == widths[0]:
                 preview = placeholder(image)
             for fmt in chosen.formats:
-                data = encode(frame, fmt, settings, exif)
+                quality, found = settings.quality(fmt), None
+                if quality == "auto":
+                    picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt))
+                    data, quality, found = picked.data, picked.quality, picked.score
+                    hints[fmt] = quality
+                else:
+                    data = encode(frame, fmt, settings, exif)
                 file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
                                  settings.hash_length)
-                files.append(Encoded(fmt, image.width, image.height, file, data))
+                files.append(Encoded(fmt, image.width, image.height, file, data, quality,
+                                     found))
     return files, preview
 
 

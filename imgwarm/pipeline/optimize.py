@@ -101,7 +101,8 @@ def _publish(files: list[Encoded], stores: Stores) -> tuple[list[Variant], list[
         for file in files:
             path = stores.place(file.name)
             variants.append(Variant(format=file.format, width=file.width, height=file.height,
-                                    bytes=len(file.data), path=str(path)))
+                                    bytes=len(file.data), path=str(path), quality=file.quality,
+                                    score=None if file.score is None else round(file.score, 2)))
             if stores.origin.write(path, file.data):
                 created.append(path)
     except BaseException:

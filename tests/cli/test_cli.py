@@ -43,7 +43,10 @@ def test_batch_json_and_exit_code(run_cli: Cli, tmp_path: Path) -> None:
         ("webp", 320), ("jpeg", 320), ("webp", 640), ("jpeg", 640), ("webp", 1000),
         ("jpeg", 1000)]
     for variant in good["variants"]:
-        assert set(variant) == {"format", "width", "height", "bytes", "path"}
+        assert set(variant) == {"format", "width", "height", "bytes", "path", "quality",
+                                "score"}
+        assert variant["quality"] == (80 if variant["format"] == "webp" else 82)
+        assert variant["score"] is None  # measured for auto quality only
         path = Path("var/origin") / variant["path"]
         assert path.stat().st_size == variant["bytes"]
         exif = piexif.load(str(path))
@@ -81,9 +84,9 @@ def test_usage_errors_exit_2(run_cli: Cli, tmp_path: Path) -> None:
     assert run_cli("optimize").exit_code == 2
     result = run_cli("optimize", "--webp-quality", "150", tmp_path)
     assert result.exit_code == 2
-    assert "setting webp_quality = 150" in result.stderr
+    assert "setting webp_quality = '150'" in result.stderr
     assert "IMGWARM_WEBP_QUALITY" in result.stderr
-    assert "allowed: 1..100" in result.stderr
+    assert "a quality is 1..100, or auto" in result.stderr
     result = run_cli("optimize", tmp_path, env={"IMGWARM_WIDTHS": "320,0"})
     assert result.exit_code == 2 and "width 0 is outside 1..16383" in result.stderr
     result = run_cli("optimize", tmp_path, env={"IMGWARM_FORMATS": "gif"})
@@ -152,7 +155,7 @@ def test_config_shows_effective_settings(run_cli: Cli, tmp_path: Path) -> None:
         5_000_000, 1_000_000, 70)
     assert values["formats"] == ["avif", "webp", "jpeg"]
     toml = run_cli("config")
-    assert "# IMGWARM_WEBP_QUALITY: WebP quality." in toml.stdout
+    assert "# IMGWARM_WEBP_QUALITY: WebP quality, 1..100, or auto" in toml.stdout
     assert "widths = [100, 200]" in toml.stdout
 
 

@@ -37,7 +37,7 @@ def test_precedence(settings: Settings, monkeypatch: pytest.MonkeyPatch, tmp_pat
     ("overrides", "message"),
     [
         ({"webp_quality": 0}, r"setting webp_quality = 0 \(.*IMGWARM_WEBP_QUALITY.*\): .*1\.\.100"),
-        ({"jpeg_quality": 101}, r"jpeg_quality .*allowed: 1\.\.100"),
+        ({"jpeg_quality": 101}, r"jpeg_quality .*a quality is 1\.\.100, or auto"),
         ({"widths": "320,abc"}, r"widths"),
         ({"widths": ""}, r"at least one width"),
         ({"formats": "webp,gif"}, r"IMGWARM_FORMATS"),

@@ -1,0 +1,33 @@
+"""Quality: a variant encoded at the lowest quality that reaches the perceptual target (the
+``auto`` quality setting), judged on decoded pixels against the resized source's."""
+
+from __future__ import annotations
+
+import io
+
+import numpy
+from PIL import Image
+
+from imgwarm.config import ImageSettings
+from imgwarm.formats import OUTPUTS, Format
+from imgwarm.pipeline.encode import Frame, encode
+from imgwarm.quality.search import Chosen, lowest_quality
+from imgwarm.quality.ssimulacra2 import pixels
+
+WHITE = [255, 255, 255]  # what a format without alpha is flattened on (encode.py)
+
+
+def auto_quality(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None,
+                 hint: int | None) -> Chosen:
+    image = frame.image
+    if image.hasalpha() and not OUTPUTS[fmt].alpha:
+        image = image.flatten(background=WHITE)  # the reference is what the format can hold
+    return lowest_quality(lambda quality: encode(frame, fmt, settings, exif, quality),
+                          _decoded, pixels(image), target=settings.quality_target,
+                          tolerance=settings.quality_tolerance, hint=hint)
+
+
+def _decoded(data: bytes) -> numpy.ndarray:
+    with Image.open(io.BytesIO(data)) as picture:
+        mode = "RGBA" if "A" in picture.getbands() else "RGB"
+        return numpy.asarray(picture.convert(mode))
