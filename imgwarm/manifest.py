@@ -51,8 +51,13 @@ class Placeholder(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    color: str  # the dominant colour, #rrggbb
+    color: str  # the dominant colour, #rrggbb; "" with lqip "": none can be shown
     lqip: str  # a tiny WebP as a data URI
+
+    @classmethod
+    def none(cls) -> Placeholder:
+        """Looked for, and none to show (see-through pixels): not looked for again."""
+        return cls(color="", lqip="")
 
 
 class Manifest(BaseModel):
@@ -70,8 +75,8 @@ class Manifest(BaseModel):
     # What was done in place of the usual (a damaged ICC profile ignored, EXIF blocks left
     # out), in words.
     warnings: list[str] = []
-    # None: the image has see-through pixels, or the manifest predates placeholders (the
-    # next optimize adds it without remaking the variants)
+    # None: the manifest predates placeholders (the next optimize adds it without remaking
+    # the variants); Placeholder.none(): the image has see-through pixels
     placeholder: Placeholder | None = None
 
     def to_json(self) -> str:

@@ -141,16 +141,22 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     image's background (no script).
 
     Exit status: 0 printed, 1 a source has no manifest or cannot make a safe tag (the others
-    are printed), 2 usage errors.
+    are printed), 2 usage errors (a wrong option: nothing printed).
     """
     from imgwarm.exceptions import ImgwarmError
     from imgwarm.serve.nginx import image_prefix
     from imgwarm.serve.pages import find_manifest
+    from imgwarm.serve.picture import check_options
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
     from imgwarm.text import printable
 
     settings = load(ctx)
+    try:  # once, before any source: a wrong option is a usage error, not N failures
+        base = check_options(sizes=sizes, css_class=css_class,
+                             base_url=base_url or image_prefix(settings, None))
+    except ImgwarmError as error:
+        raise click.UsageError(str(error)) from None
     stores = Stores.for_settings(settings.store)
     failed = 0
     for source in sources:
@@ -160,7 +166,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
                 raise ImgwarmError(f"{source}: no manifest (not optimized yet, or another "
                                    "manifest root)")
             html = render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
-                          base_url=base_url or image_prefix(settings, None))
+                          base_url=base)
         except ImgwarmError as error:
             failed += 1
             click.echo(printable(f"picture FAILED: {error}"), err=True)

@@ -162,18 +162,21 @@ def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Ma
 PREVIEW_WIDTH = 64  # decoded (shrunk on load) for the placeholder of a manifest without one
 
 
-def preview(data: bytes, name: str, settings: ImageSettings) -> Placeholder | None:
+def preview(data: bytes, name: str, settings: ImageSettings) -> Placeholder:
     """The placeholder of a source made before placeholders were: decoded small, through the
-    same steps as its variants. None when it cannot be made (the variants stand as they are)."""
+    same steps as its variants. Placeholder.none() when it cannot be made (the variants stand
+    as they are, and it is not tried again)."""
     try:
         with LIBVIPS.shared():
             info = probe(data, name, settings)
             full_w, full_h = info.displayed_width, info.displayed_height
             width = min(PREVIEW_WIDTH, full_w)
-            return placeholder(render_master(info, width, height_for(width, full_w, full_h),
-                                             name))
+            height = height_for(width, full_w, full_h)
+            # a PNG is decoded whole: within the memory budget, as its variants were
+            with budget(settings.max_memory).reserve(decode_cost(info, width, height)):
+                return placeholder(render_master(info, width, height, name))
     except (pyvips.Error, VipsComplaint, SourceError):
-        return None
+        return Placeholder.none()
 
 
 def make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:

@@ -139,8 +139,9 @@ def optimize_bytes(
         and previous.settings_digest == digest
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
-        if previous.placeholder is None and (found := preview(data, name, settings.image)):
-            previous = previous.model_copy(update={"placeholder": found})  # made before them
+        if previous.placeholder is None:  # made before placeholders: add it, once
+            found = preview(data, name, settings.image)
+            previous = previous.model_copy(update={"placeholder": found})
             stores.manifests.put(previous)
         return Outcome(previous, reused=True)
     made = make(data, name, settings.image, given)

@@ -32,11 +32,12 @@ _CELL_BITS = 3  # 8 levels a channel: 512 colour cells
 _SAMPLE_SIDE = 32
 
 
-def placeholder(image: pyvips.Image) -> Placeholder | None:
-    """The placeholder of an upright sRGB image; None when it has see-through pixels."""
+def placeholder(image: pyvips.Image) -> Placeholder:
+    """The placeholder of an upright sRGB image; Placeholder.none() when it has see-through
+    pixels."""
     if image.hasalpha():
         if image[image.bands - 1].min() < 255:
-            return None
+            return Placeholder.none()
         image = image.extract_band(0, n=image.bands - 1)
     if image.bands < 3:
         image = image.colourspace("srgb")

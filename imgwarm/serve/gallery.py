@@ -19,7 +19,7 @@ from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
 from imgwarm.serve.nginx import check as nginx_check
 from imgwarm.serve.pages import preloads, read_pages
 from imgwarm.serve.picture import picture
-from imgwarm.serve.written import write_whole
+from imgwarm.serve.written import write_all
 from imgwarm.store import Stores
 
 PAGE, PAGES, CONFIG = "index.html", "pages.json", "nginx.conf"
@@ -77,9 +77,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     if check:
         nginx_check(config, snippet=False)
     folder.mkdir(parents=True, exist_ok=True)
-    write_whole(folder / PAGE, html)
-    write_whole(folder / PAGES, json.dumps(pages, indent=2) + "\n")
-    write_whole(folder / CONFIG, config.whole)
+    write_all({folder / PAGE: html, folder / PAGES: json.dumps(pages, indent=2) + "\n",
+               folder / CONFIG: config.whole})
     return Gallery(folder, folder / PAGE, folder / PAGES, folder / CONFIG, len(manifests))
 
 

@@ -47,14 +47,7 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     """The ``<picture>`` tag of a source. ``alt`` overrides the description; ``eager`` marks
     the hero (loaded first, at high priority); ``base_url`` is where the variant paths are
     served from (``/``, ``/img/``, ``https://cdn.example.com/``)."""
-    try:
-        check_sizes(sizes)
-    except PagesError as error:
-        raise PictureError(str(error)) from None
-    base = _base(base_url)
-    if css_class is not None and not _CLASS.fullmatch(css_class):
-        raise PictureError(f"--class {css_class!r}: class names (letters, digits, - and _, "
-                           "separated by spaces)")
+    base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
     if eager:
@@ -92,14 +85,29 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     return "\n".join(lines)
 
 
+def check_options(*, sizes: str, css_class: str | None, base_url: str) -> str:
+    """The options of a tag checked (PictureError naming the one that is wrong); returns the
+    base URL ending in /."""
+    try:
+        check_sizes(sizes)
+    except PagesError as error:
+        raise PictureError(str(error)) from None
+    if css_class is not None and not _CLASS.fullmatch(css_class):
+        raise PictureError(f"--class {css_class!r}: class names (letters, digits, - and _, "
+                           "separated by spaces)")
+    return _base(base_url)
+
+
 def _base(base_url: str) -> str:
     """``base_url`` checked (a path from /, or an http(s) URL) and ending in /."""
     parts = urlsplit(base_url)
     good = (parts.scheme in ("http", "https") and parts.netloc) or \
         (not parts.scheme and not parts.netloc and base_url.startswith("/"))
-    if not good or parts.query or parts.fragment or any(c in base_url for c in ' "\'<>\\'):
+    odd = any(c in ' "\'<>\\,' or ord(c) <= 0x20 or 0x7f <= ord(c) <= 0x9f for c in base_url)
+    if not good or parts.query or parts.fragment or odd:
         raise PictureError(f"--base-url {base_url!r}: a path from / or an http(s) URL, where "
-                           "the variant paths are served (no query, fragment or quotes)")
+                           "the variant paths are served (no query, fragment, quotes, commas, "
+                           "spaces or control characters)")
     return base_url if base_url.endswith("/") else base_url + "/"
 
 

@@ -4,6 +4,7 @@ includes the config ``imgwarm nginx`` (or ``imgwarm gallery``) writes in its own
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import pwd
@@ -57,8 +58,13 @@ def serve(settings: Settings, folder: Path, *, port: int | None = None,
         user = _owner(folder) if os.geteuid() == 0 else None
         (here / "nginx.conf").write_text(
             main_config(here, f"include {here}/imgwarm.conf;\n", user=user), encoding="utf-8")
+        if not _free(port):
+            raise NginxError(f"127.0.0.1:{port} is taken by another program: give another "
+                             "--port, or none (a free one is picked)")
+        # its own process group: nginx's workers are stopped with their master, whatever
+        # stops it (a killed master leaves its workers holding the port otherwise)
         process = subprocess.Popen([found, "-p", temp, "-c", str(here / "nginx.conf"),
-                                    "-g", "daemon off;"])
+                                    "-g", "daemon off;"], start_new_session=True)
         # SIGTERM (a service manager, `timeout`) stops it as Ctrl-C does; a handler can only
         # be set from the main thread
         main = threading.current_thread() is threading.main_thread()
@@ -68,19 +74,32 @@ def serve(settings: Settings, folder: Path, *, port: int | None = None,
             ready(f"http://127.0.0.1:{port}/")
             return process.wait()
         except KeyboardInterrupt:
-            process.send_signal(signal.SIGQUIT)  # finish the requests under way, then stop
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
             return 0
         finally:
-            if main:
+            if main and previous is not None:
                 signal.signal(signal.SIGTERM, previous)
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            _stop(process)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Finish the requests under way (SIGQUIT), then the whole group, workers included."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGQUIT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # workers left behind by a master gone
+    process.wait()
 
 
 def _owner(folder: Path) -> str:
@@ -100,8 +119,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _started(process: subprocess.Popen[bytes], port: int, here: Path) -> None:
+    """Until this nginx answers on the port (its pid file written: not another program)."""
     deadline = time.monotonic() + START_SECONDS
-    while not _listening(port):
+    while not ((here / "nginx.pid").exists() and _listening(port) and process.poll() is None):
         if process.poll() is not None or time.monotonic() > deadline:
             log = here / "error.log"
             said = log.read_text(errors="replace").strip() if log.exists() else ""

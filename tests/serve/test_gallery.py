@@ -94,7 +94,7 @@ def gallery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gallery]:
         yield Gallery(f"http://127.0.0.1:{port}/", settings, manifests)
         server.send_signal(signal.SIGINT)  # Ctrl-C
         assert server.wait(timeout=20) == 0
-        assert not _listening(port)  # nginx stopped with it
+        assert not _listening(port)  # nginx stopped with it: workers hold the socket too
     finally:
         if server.poll() is None:
             server.kill()

@@ -20,9 +20,11 @@ from imgwarm.manifest import Credits, Manifest, Placeholder
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.placeholder import MAX_URI
 from imgwarm.samples import jpeg_with_exif, photo
+from imgwarm.serve.pages import preloads
 from imgwarm.serve.picture import PictureError, picture
 from imgwarm.store import Stores
 from tests.conftest import Cli
+from tests.serve.test_nginx import parse_link
 
 HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)> & \'quotes\''
 
@@ -95,13 +97,20 @@ def test_the_tag_offers_every_format_and_width(settings: Settings, tmp_path: Pat
 
 
 def test_the_hero_offers_what_its_preload_names(settings: Settings, tmp_path: Path) -> None:
-    manifest = _optimized(settings, tmp_path, formats="avif,webp,jpeg", widths="320,640")
+    settings = settings.updated(formats="avif,webp,jpeg", widths="320,640")
+    manifest = _optimized(settings, tmp_path)
     tags = Tags(picture(manifest, eager=True, sizes="(max-width: 960px) 100vw, 960px",
                         css_class="hero wide"))
     (source,), (img,) = tags.named("source"), tags.named("img")
     assert source["type"] == "image/webp"  # AVIF would be a second request beside the preload
     assert source["sizes"] == img["sizes"] == "(max-width: 960px) 100vw, 960px"
     assert (img["loading"], img["fetchpriority"], img["class"]) == ("eager", "high", "hero wide")
+    # the page's preload Link names exactly what this <source> offers: one request
+    (page,) = preloads({"/": [manifest.key]}, Stores.local(settings.store), prefix="/",
+                       sizes="(max-width: 960px) 100vw, 960px")
+    _, link = parse_link(page.link.replace('\\"', '"'))
+    assert (link["type"], link["imagesrcset"], link["imagesizes"]) == (
+        source["type"], source["srcset"], source["sizes"])
 
 
 def test_alt_is_escaped_given_or_empty(settings: Settings, tmp_path: Path) -> None:
@@ -146,14 +155,22 @@ def test_a_placeholder_from_a_file_is_checked(settings: Settings, tmp_path: Path
         assert "style=" not in html and "evil" not in html and "javascript" not in html
 
 
-def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: Path) -> None:
+def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     rgba = photo(600, 400, seed=3).bandjoin(128)  # half transparent
     source = tmp_path / "glass.png"
     source.write_bytes(bytes(rgba.pngsave_buffer()))
-    manifest = optimize_file(source, settings=settings, stores=Stores.local(settings.store)
-                             ).manifest
-    assert manifest.placeholder is None
+    stores = Stores.local(settings.store)
+    manifest = optimize_file(source, settings=settings, stores=stores).manifest
+    assert manifest.placeholder == Placeholder.none()
     assert "style=" not in picture(manifest)
+
+    def no_decoding(*args: object) -> None:
+        raise AssertionError("an unchanged re-run decoded the source again")
+
+    monkeypatch.setattr("imgwarm.pipeline.optimize.preview", no_decoding)
+    again = optimize_file(source, settings=settings, stores=stores)
+    assert again.reused and again.manifest.placeholder == Placeholder.none()
 
 
 def test_an_old_manifest_gets_its_placeholder_without_remaking(settings: Settings,
@@ -188,7 +205,8 @@ def test_options_and_paths_are_checked(settings: Settings, tmp_path: Path) -> No
     manifest = _optimized(settings, tmp_path, widths="320")
     assert 'srcset="https://cdn.example.com/img/' in picture(
         manifest, base_url="https://cdn.example.com/img")
-    for base in ("javascript:alert(1)", "img/", '/a"b/', "//evil.example/"):
+    for base in ("javascript:alert(1)", "img/", '/a"b/', "//evil.example/", "/img\t/",
+                 "/a\nb/", "/\x00/", "/a b/", "/a,b/"):
         with pytest.raises(PictureError, match="--base-url"):
             picture(manifest, base_url=base)
     with pytest.raises(PictureError, match="--sizes"):
@@ -225,8 +243,9 @@ def test_the_picture_command(settings: Settings, tmp_path: Path) -> None:
     assert "nowhere.jpg: no manifest" in done.stderr
     (line,) = done.stdout.splitlines()
     assert Tags(json.loads(line)["html"]).named("img")[0]["alt"] == "Red bicycle"
-    done = run(str(tmp_path / "bike.jpg"), "--base-url", "ftp://x/")
-    assert done.exit_code == 1 and "--base-url" in done.stderr and not done.stdout
+    done = run(str(tmp_path / "bike.jpg"), str(tmp_path / "bike.jpg"), "--base-url", "ftp://x/")
+    assert done.exit_code == 2 and done.stderr.count("--base-url 'ftp://x/'") == 1
+    assert not done.stdout  # a wrong option: nothing printed
 
 
 def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
@@ -253,3 +272,12 @@ def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
     assert "add_header Link" in (out / "nginx.conf").read_text()
     done = Cli()("serve", "--gallery", tmp_path / "empty", env=env)
     assert done.exit_code == 2 and "holds no gallery" in done.stderr
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = Cli()("serve", "--gallery", out, "--port", str(port), env=env)
+    assert done.exit_code == 1 and f"127.0.0.1:{port} is taken" in done.stderr
+    assert "Serving" not in done.stderr
