@@ -33,6 +33,7 @@ from imgwarm.pipeline.quality import auto_quality
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for, plan_widths
 from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
+from imgwarm.quality.ssimulacra2 import Reference
 from imgwarm.text import printable
 
 
@@ -99,12 +100,15 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
         formats.remove(narrowest)
         notes.append(f"no {narrowest}: at {full_w}x{full_h}, even 1 pixel wide it would be "
                      f"over the {OUTPUTS[narrowest].max_side} pixels a side it can hold")
-    cost = decode_cost(info, widths[-1], height_for(widths[-1], full_w, full_h))
+    searched = any(settings.quality(f) == "auto" for f in formats)
+    cost = decode_cost(info, widths[-1], height_for(widths[-1], full_w, full_h), searched)
     if cost > settings.max_memory:
         held = ""
         if info.buffered:
             held = ("a progressive or multi-scan JPEG holds all of its coefficients; "
                     if info.format == "jpeg" else "an interlaced PNG is decoded whole; ")
+        if searched:
+            held += "an auto quality's metric holds its own planes of the widest variant; "
         raise LimitExceeded(
             name, f"making it needs about {describe(cost)} of memory ({held}estimated on the "
             f"header), over max_memory ({describe(settings.max_memory)}); refused before "
@@ -131,10 +135,12 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
             image = frame.image
             if width == widths[0]:
                 preview = placeholder(image)
+            references: dict[bool, Reference] = {}  # auto: the metric's, for every format
             for fmt in chosen.formats:
                 quality, found = settings.quality(fmt), None
                 if quality == "auto":
-                    picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt))
+                    picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt),
+                                          references)
                     data, quality, found = picked.data, picked.quality, picked.score
                     hints[fmt] = quality
                 else:

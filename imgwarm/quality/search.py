@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import numpy
 
-from imgwarm.quality.ssimulacra2 import score
+from imgwarm.quality.ssimulacra2 import Reference
 
 LOWEST, HIGHEST = 1, 100
 START = 80  # the first quality tried without a hint
 SLOPE = 0.8  # score points a quality step, typical near the default target (measured)
-MIN_SLOPE = 0.05
+MIN_SLOPE, MAX_SLOPE = 0.3, 3.0
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Chosen:
 
 
 def lowest_quality(encode: Callable[[int], bytes], decode: Callable[[bytes], numpy.ndarray],
-                   reference: numpy.ndarray, *, target: float, tolerance: float,
+                   reference: Reference, *, target: float, tolerance: float,
                    hint: int | None = None) -> Chosen:
     """The encoding at the lowest quality whose score against ``reference`` reaches
     ``target`` (and at most ``tolerance`` above it where one quality step allows)."""
@@ -44,7 +44,7 @@ def lowest_quality(encode: Callable[[int], bytes], decode: Callable[[bytes], num
     def attempt(quality: int) -> float:
         if quality not in tried:
             data = encode(quality)
-            tried[quality] = (data, score(reference, decode(data)))
+            tried[quality] = (data, reference.score(decode(data)))
         return tried[quality][1]
 
     low, high = LOWEST - 1, HIGHEST + 1  # at low and below: fails; at high and above: reaches
@@ -65,19 +65,24 @@ def lowest_quality(encode: Callable[[int], bytes], decode: Callable[[bytes], num
 
 
 def _next(tried: dict[int, tuple[bytes, float]], low: int, high: int, aim: float) -> int:
-    """The next quality inside (low, high): where the scores measured so far say the aim is
-    (a secant through the two nearest, or a typical slope from one), else halfway."""
+    """The next quality inside (low, high): where the scores measured so far say the aim is,
+    else halfway. With a try on each side of the target, a secant through the bracket's ends;
+    with tries on one side only, through the two nearest the aim, its slope kept within what
+    images show (0.3 to 3 points a step: scores can rise in jumps)."""
     if high - low <= 1:
         return high
-    known = sorted((q, s) for q, (_, s) in tried.items() if low <= q <= high)
+    ends = [(q, tried[q][1]) for q in (low, high) if q in tried]
+    near = sorted(((q, s) for q, (_, s) in tried.items()), key=lambda t: abs(t[1] - aim))
     guess: float
-    if len(known) >= 2:
-        (q1, s1), (q2, s2) = known[0], known[-1]
-        slope = (s2 - s1) / (q2 - q1) if s2 != s1 else SLOPE
-        guess = q1 + (aim - s1) / max(slope, MIN_SLOPE)
-    elif known:
-        q1, s1 = known[0]
-        guess = q1 + (aim - s1) / SLOPE
+    if len(ends) == 2:
+        (q1, s1), (q2, s2) = ends
+        guess = q1 + (aim - s1) * (q2 - q1) / max(s2 - s1, MIN_SLOPE)
+    elif near:
+        q1, s1 = near[0]
+        slope = SLOPE
+        if len(near) >= 2 and near[1][1] != s1:
+            slope = min(max((near[1][1] - s1) / (near[1][0] - q1), MIN_SLOPE), MAX_SLOPE)
+        guess = q1 + (aim - s1) / slope
     else:
         guess = (low + high) / 2
     return min(max(round(guess), low + 1), high - 1)

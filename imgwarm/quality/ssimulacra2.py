@@ -18,6 +18,8 @@ corpus (measured: within 0.003).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import cv2
@@ -64,19 +66,52 @@ def score(original: ArrayLike, distorted: ArrayLike) -> float:
     """The SSIMULACRA2 score of ``distorted`` against ``original``: two sRGB images of the
     same size (pyvips images or H x W x 3 uint8 arrays; an alpha band is flattened on mid
     grey first)."""
-    first, second = pixels(original), pixels(distorted)
-    if first.shape != second.shape:
-        raise ValueError(f"ssimulacra2: {first.shape[1]}x{first.shape[0]} against "
-                         f"{second.shape[1]}x{second.shape[0]}: the sizes must agree")
-    linear1, linear2 = _LINEAR[first], _LINEAR[second]
-    terms: list[list[float]] = []
+    return Reference(original).score(distorted)
+
+
+class Reference:
+    """An original prepared once for scoring many distortions of it (a quality search): its
+    XYB planes, their local means and variances at every scale are kept, so that each score
+    computes only the distorted side's (about half the work). Holds 36 bytes a pixel."""
+
+    def __init__(self, original: ArrayLike) -> None:
+        first = pixels(original)
+        self.shape = first.shape
+        self._scales: list[_Side] = []
+        for linear in _levels(cv2.LUT(first, _LINEAR)):
+            xyb = _xyb(linear)
+            mu = _blur(xyb)
+            sigma = _blur(cv2.multiply(xyb, xyb))
+            sigma -= cv2.multiply(mu, mu)
+            self._scales.append(_Side(xyb, mu, sigma))
+
+    def score(self, distorted: ArrayLike) -> float:
+        second = pixels(distorted)
+        if second.shape != self.shape:
+            raise ValueError(f"ssimulacra2: {self.shape[1]}x{self.shape[0]} against "
+                             f"{second.shape[1]}x{second.shape[0]}: the sizes must agree")
+        levels = _levels(cv2.LUT(second, _LINEAR))
+        return _final([_scale_terms(side, _xyb(linear))
+                       for side, linear in zip(self._scales, levels, strict=True)])
+
+
+@dataclass(frozen=True)
+class _Side:
+    """The original at one scale: XYB, its Gaussian mean, and its variance about it."""
+
+    xyb: numpy.ndarray
+    mu: numpy.ndarray
+    sigma: numpy.ndarray
+
+
+def _levels(linear: numpy.ndarray) -> Iterator[numpy.ndarray]:
+    """Linear RGB at each scale the metric looks at: halved each time, while 8 pixels a side."""
     for scale in range(SCALES):
-        if linear1.shape[0] < 8 or linear1.shape[1] < 8:
-            break
-        terms.append(_scale_terms(_xyb(linear1), _xyb(linear2)))
+        if linear.shape[0] < 8 or linear.shape[1] < 8:
+            return
+        yield linear
         if scale < SCALES - 1:
-            linear1, linear2 = _half(linear1), _half(linear2)
-    return _final(terms)
+            linear = _half(linear)
 
 
 def pixels(given: ArrayLike) -> numpy.ndarray:
@@ -109,12 +144,15 @@ _MASK = (_TAPS / _TAPS.sum()).astype(numpy.float32)
 
 
 def _xyb(linear: numpy.ndarray) -> numpy.ndarray:
-    mixed: numpy.ndarray = cv2.transform(linear, _OPSIN_M) + _BIAS  # a 3x3 matrix a pixel
+    mixed: numpy.ndarray = cv2.transform(linear, _OPSIN_M)  # a 3x3 matrix a pixel
+    mixed += _BIAS
     numpy.maximum(mixed, 0, out=mixed)  # as the reference: zero if negative
     # numpy's cube root: OpenCV's pow(x, 1/3) is an approximation that moved flat images'
     # scores by 0.8
-    roots = numpy.cbrt(mixed) - _ROOT_BIAS
-    out: numpy.ndarray = cv2.transform(roots, _XYB_M) + _OFFSET
+    numpy.cbrt(mixed, out=mixed)
+    mixed -= _ROOT_BIAS
+    out: numpy.ndarray = cv2.transform(mixed, _XYB_M)
+    out += _OFFSET
     return out
 
 
@@ -133,28 +171,51 @@ def _half(image: numpy.ndarray) -> numpy.ndarray:
                       interpolation=cv2.INTER_AREA)
 
 
-def _scale_terms(first: numpy.ndarray, second: numpy.ndarray) -> list[float]:
+def _scale_terms(first: _Side, second: numpy.ndarray) -> list[float]:
     """One scale's 18 averages, as the reference orders them: per channel, the SSIM map's
-    mean and 4-norm, then the artifact map's and the detail-lost map's."""
-    mu1, mu2 = _blur(first), _blur(second)
-    s11 = _blur(cv2.multiply(first, first))
-    s22 = _blur(cv2.multiply(second, second))
-    s12 = _blur(cv2.multiply(first, second))
-    difference = cv2.subtract(mu1, mu2)
-    num_m = 1.0 - cv2.multiply(difference, difference)
-    num_s = cv2.subtract(s12, cv2.multiply(mu1, mu2)) * 2.0 + _C2
-    denom_s = cv2.subtract(s11, cv2.multiply(mu1, mu1)) + \
-        cv2.subtract(s22, cv2.multiply(mu2, mu2)) + _C2
-    ssim = 1.0 - cv2.divide(cv2.multiply(num_m, num_s), denom_s)
+    mean and 4-norm, then the artifact map's and the detail-lost map's. Computed in place,
+    a map at a time (a whole-image float map is 12 bytes a pixel)."""
+    mu1, mu2 = first.mu, _blur(second)
+    structure = _blur(cv2.multiply(first.xyb, second))  # 2 sigma12 + C2, below
+    structure -= cv2.multiply(mu1, mu2)
+    structure *= 2.0
+    structure += _C2
+    spread = _blur(cv2.multiply(second, second))  # sigma1^2 + sigma2^2 + C2, below
+    spread -= cv2.multiply(mu2, mu2)
+    spread += first.sigma
+    spread += _C2
+    mean = cv2.subtract(mu1, mu2)  # 1 - (mu1 - mu2)^2, below
+    cv2.multiply(mean, mean, dst=mean)
+    numpy.subtract(1.0, mean, out=mean)
+    ssim = cv2.multiply(mean, structure, dst=structure)
+    del mean
+    cv2.divide(ssim, spread, dst=ssim)
+    del spread
+    numpy.subtract(1.0, ssim, out=ssim)
     numpy.maximum(ssim, 0, out=ssim)
-    ratio = cv2.divide(1.0 + cv2.absdiff(second, mu2), 1.0 + cv2.absdiff(first, mu1)) - 1.0
-    maps = [ssim, numpy.maximum(ratio, 0), numpy.maximum(-ratio, 0)]
-    averages = []
-    for found in maps:
-        squared = cv2.multiply(found, found)
-        mean, fourth = cv2.mean(found), cv2.mean(cv2.multiply(squared, squared))
-        averages.append([(mean[c], fourth[c] ** 0.25) for c in range(3)])
+    averages = [_norms(ssim)]
+    del ssim
+    ratio: numpy.ndarray = cv2.absdiff(second, mu2)  # (1 + |x2 - mu2|) / (1 + |x1 - mu1|) - 1
+    ratio += 1.0
+    lost: numpy.ndarray = cv2.absdiff(first.xyb, mu1)
+    lost += 1.0
+    cv2.divide(ratio, lost, dst=ratio)
+    del lost
+    ratio -= 1.0
+    averages.append(_norms(numpy.maximum(ratio, 0)))  # artifacts: detail the original lacks
+    numpy.minimum(ratio, 0, out=ratio)
+    numpy.negative(ratio, out=ratio)
+    averages.append(_norms(ratio))  # blur: detail the original has and the copy lost
     return [value for channel in range(3) for kind in averages for value in kind[channel]]
+
+
+def _norms(found: numpy.ndarray) -> list[tuple[float, float]]:
+    """Per channel, the mean and the 4-norm of a non-negative map."""
+    mean = cv2.mean(found)
+    power = cv2.multiply(found, found)
+    cv2.multiply(power, power, dst=power)
+    fourth = cv2.mean(power)
+    return [(mean[c], fourth[c] ** 0.25) for c in range(3)]
 
 
 def _final(terms: list[list[float]]) -> float:

@@ -13,6 +13,7 @@ import pyvips
 from PIL import Image
 
 from imgwarm.config import Settings
+from imgwarm.exceptions import LimitExceeded
 from imgwarm.manifest import Manifest, Variant
 from imgwarm.pipeline.encode import Frame, encode
 from imgwarm.pipeline.make import render_master
@@ -152,3 +153,26 @@ def test_the_command_reports_quality(settings: Settings, tmp_path: Path) -> None
     assert all({"quality", "score"} <= v.keys() for v in variants)
     done = Cli()("optimize", source, "--webp-quality", "best", env=env)
     assert done.exit_code == 2 and "a quality is 1..100, or auto" in done.stderr
+
+
+def test_auto_avif_lands_in_the_band(corpus: Path, settings: Settings) -> None:
+    settings = settings.updated(formats="avif", avif_quality="auto", avif_effort=2,
+                                widths="320,480")
+    source = corpus / "kodim03.png"
+    manifest = optimize_file(source, settings=settings,
+                             stores=Stores.local(settings.store)).manifest
+    assert {v.format for v in manifest.variants} == {"avif"}
+    scores = _check_band(source, settings, manifest)
+    assert all(TARGET <= s <= TARGET + TOLERANCE for s in scores), scores
+
+
+def test_the_search_is_counted_in_the_memory_budget(corpus: Path, settings: Settings) -> None:
+    """An auto quality holds the metric's planes of the widest variant: a budget that fits a
+    fixed quality's work can refuse the search, before decoding, saying so."""
+    source = corpus / "Landscape_1.jpg"
+    fixed = settings.updated(widths="1600", max_memory=256 << 20)
+    made = optimize_file(source, settings=fixed, stores=Stores.local(fixed.store)).manifest
+    assert [v.width for v in made.variants] == [1600, 1600]
+    auto = _auto(fixed)
+    with pytest.raises(LimitExceeded, match="auto quality.*refused before decoding"):
+        optimize_file(source, settings=auto, stores=Stores.local(auto.store))

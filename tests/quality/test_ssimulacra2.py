@@ -11,7 +11,7 @@ import pytest
 import pyvips
 from PIL import Image
 
-from imgwarm.quality.ssimulacra2 import pixels, score
+from imgwarm.quality.ssimulacra2 import Reference, pixels, score
 from imgwarm.samples import photo
 
 reference = pytest.importorskip("ssimulacra2")  # ./test.sh installs it (test extra)
@@ -77,3 +77,18 @@ def test_inputs_are_checked() -> None:
         score(numpy.zeros((10, 10), numpy.uint8), numpy.zeros((10, 10), numpy.uint8))
     rgba = numpy.zeros((10, 10, 4), numpy.uint8)
     assert score(rgba, rgba) == pytest.approx(100.0)  # alpha flattened, then compared
+
+
+def test_a_prepared_reference_scores_many_distortions_as_the_reference(
+        corpus: Path, tmp_path: Path) -> None:
+    image = pyvips.Image.thumbnail(str(corpus / "kodim07.png"), 360).copy_memory()
+    original = pixels(image)
+    prepared = Reference(image)
+    for fmt, quality in (("webp", 30), ("jpeg", 90), ("webp", 30), ("jpeg", 5)):
+        distorted = _decoded(_encoded(image, fmt, quality))
+        # the kept planes are not changed by a score: the same answer each time, and the
+        # package's
+        assert prepared.score(distorted) == score(original, distorted)
+        assert abs(prepared.score(distorted) - _reference(original, distorted, tmp_path)) <= 0.5
+    with pytest.raises(ValueError, match="sizes must agree"):
+        prepared.score(original[:-1])
