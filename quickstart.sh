@@ -48,4 +48,6 @@ echo "    include $(pwd)/var/gallery/nginx.conf;"
 echo "then open http://127.0.0.1:8080/; warm from its log with"
 echo "    IMGWARM_ACCESS_LOGS=$(pwd)/var/log/access.log .venv/bin/imgwarm warm"
 echo "One image's tag:  .venv/bin/imgwarm picture <source file>    All options: .venv/bin/imgwarm --help"
+echo "Each file just good enough (SSIMULACRA2 75, slower): .venv/bin/imgwarm optimize FOLDER \\"
+echo "    --webp-quality auto --jpeg-quality auto --report-quality"
 exit $status

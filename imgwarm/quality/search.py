@@ -65,26 +65,27 @@ def lowest_quality(encode: Callable[[int], bytes], decode: Callable[[bytes], num
 
 
 def _next(tried: dict[int, tuple[bytes, float]], low: int, high: int, aim: float) -> int:
-    """The next quality inside (low, high): where the scores measured so far say the aim is,
-    else halfway. With a try on each side of the target, a secant through the bracket's ends;
-    with tries on one side only, through the two nearest the aim, its slope kept within what
-    images show (0.3 to 3 points a step: scores can rise in jumps)."""
+    """The next quality inside (low, high): where the scores measured so far say the aim is.
+    With a try at both ends of the bracket, a secant through them; with tries on one side
+    only, a line from the bracket's tried end, as steep as between it and the try nearest it
+    (at most 3 points a step: scores can rise in jumps); halfway when the scores say nothing
+    (no try, or a plateau: WebP's score can stay put over a dozen qualities)."""
     if high - low <= 1:
         return high
-    ends = [(q, tried[q][1]) for q in (low, high) if q in tried]
-    near = sorted(((q, s) for q, (_, s) in tried.items()), key=lambda t: abs(t[1] - aim))
-    guess: float
+    guess = (low + high) / 2
+    ends = [q for q in (low, high) if q in tried]
     if len(ends) == 2:
-        (q1, s1), (q2, s2) = ends
-        guess = q1 + (aim - s1) * (q2 - q1) / max(s2 - s1, MIN_SLOPE)
-    elif near:
-        q1, s1 = near[0]
+        slope = (tried[high][1] - tried[low][1]) / (high - low)
+        if slope > 0:
+            guess = low + (aim - tried[low][1]) / slope
+    elif ends:
+        end = ends[0]
+        others = sorted((q for q in tried if q != end), key=lambda q: abs(q - end))
         slope = SLOPE
-        if len(near) >= 2 and near[1][1] != s1:
-            slope = min(max((near[1][1] - s1) / (near[1][0] - q1), MIN_SLOPE), MAX_SLOPE)
-        guess = q1 + (aim - s1) / slope
-    else:
-        guess = (low + high) / 2
+        if others:
+            slope = (tried[others[0]][1] - tried[end][1]) / (others[0] - end)
+        if slope >= MIN_SLOPE:
+            guess = end + (aim - tried[end][1]) / min(slope, MAX_SLOPE)
     return min(max(round(guess), low + 1), high - 1)
 
 

@@ -151,6 +151,13 @@ def test_the_command_reports_quality(settings: Settings, tmp_path: Path) -> None
                  "--quality-target", "80", env=env)
     variants = json.loads(done.stdout)["variants"]
     assert all({"quality", "score"} <= v.keys() for v in variants)
+    shown = Cli()("show", source, "--json", env=env)  # the manifest, as picture tags read it
+    assert shown.exit_code == 0, shown.stderr
+    recorded = {(v["format"], v["width"]): (v["quality"], v["score"])
+                for v in json.loads(shown.stdout)["variants"]}
+    assert all(recorded[(v["format"], v["width"])] == (v["quality"], v["score"])
+               and (v["score"] >= 80 or v["quality"] == 100)
+               for v in variants if v["format"] == "webp")
     done = Cli()("optimize", source, "--webp-quality", "best", env=env)
     assert done.exit_code == 2 and "a quality is 1..100, or auto" in done.stderr
 
@@ -174,5 +181,5 @@ def test_the_search_is_counted_in_the_memory_budget(corpus: Path, settings: Sett
     made = optimize_file(source, settings=fixed, stores=Stores.local(fixed.store)).manifest
     assert [v.width for v in made.variants] == [1600, 1600]
     auto = _auto(fixed)
-    with pytest.raises(LimitExceeded, match="auto quality.*refused before decoding"):
+    with pytest.raises(LimitExceeded, match=r"auto quality.*refused before decoding"):
         optimize_file(source, settings=auto, stores=Stores.local(auto.store))
