@@ -69,21 +69,30 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
     logs = list(access_logs) or None
     if pause is None:
         report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
-        whole = report is not None and not any(
-            t.stopped or t.failed for t in (report.ram, report.nvme))
-        ctx.exit(EXIT_OK if whole else EXIT_FAILED)
+        ctx.exit(EXIT_OK if _whole(report) else EXIT_FAILED)
+    from imgwarm.cache.heartbeat import beat
+
+    state, started = settings.cache.cache_state, time.time()
     try:
+        beat(state, started, pause, None, True)  # for `imgwarm health`: under way
         while True:
+            report = None
             try:
-                _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+                report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
             except (click.UsageError, KeyboardInterrupt):
                 raise
             except Exception as error:  # a service goes on: one line, and the next run
                 click.echo(f"warm FAILED (unexpected {type(error).__name__}): {error}", err=True)
+            beat(state, started, pause, time.time(), _whole(report))
             full = False  # a reconciliation once, at the start
             time.sleep(pause)
     except KeyboardInterrupt:
         ctx.exit(EXIT_OK)
+
+
+def _whole(report: WarmReport | None) -> bool:
+    """The run did what it planned: no tier stopped, no copy failed."""
+    return report is not None and not any(t.stopped or t.failed for t in (report.ram, report.nvme))
 
 
 def _once(settings: Any, logs: list[str] | None, log_format: str | None,

@@ -188,3 +188,12 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
     if isinstance(record, Failure):
         return JobStatus(key, "failed", error=f"{key}: {record.failed}")
     return JobStatus(key, "unknown")
+
+
+def ping(settings: Settings, node: str, timeout: float = 3.0) -> bool:
+    """Does the worker named ``node`` (``celery@host``) answer through the broker? What
+    `celery inspect ping -d NODE` asks, for a container's health check."""
+    app = client_app(settings)
+    answers = _broker(settings, f"pinging {node}",
+                      lambda: app.control.ping(destination=[node], timeout=timeout))
+    return any(node in answer for answer in answers or [])
