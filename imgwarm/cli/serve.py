@@ -146,7 +146,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     from imgwarm.exceptions import ImgwarmError
     from imgwarm.serve.nginx import image_prefix
     from imgwarm.serve.pages import find_manifest
-    from imgwarm.serve.picture import check_options
+    from imgwarm.serve.picture import check_options, fallback_note
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
     from imgwarm.text import printable
@@ -171,6 +171,9 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
             failed += 1
             click.echo(printable(f"picture FAILED: {error}"), err=True)
             continue
+        note = fallback_note(manifest)
+        if note is not None:
+            click.echo(printable(f"picture note: {note}"), err=True)
         click.echo(json_text({"key": manifest.key, "html": html}) if as_json else html)
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from markupsafe import Markup, escape
+from pydantic import ValidationError
 
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.formats import ORDER, OUTPUTS
@@ -142,8 +143,24 @@ def as_manifest(value: Any) -> Manifest:
     if isinstance(value, Manifest):
         return value
     if isinstance(value, dict):
-        return Manifest.model_validate(value)
+        try:
+            return Manifest.model_validate(value)
+        except ValidationError as error:  # one line naming the first wrong field
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "manifest"
+            raise PictureError(f"picture: not a manifest: {where}: {first['msg']}") from None
     raise PictureError(f"picture: expected a manifest, got {type(value).__name__}")
+
+
+def fallback_note(manifest: Manifest) -> str | None:
+    """What a page should know when the tag's <img> is not a JPEG: browsers that take none of
+    its <source> types (an AVIF-only manifest in a browser without AVIF) show nothing."""
+    formats = {v.format for v in manifest.variants}
+    if not formats or "jpeg" in formats:
+        return None
+    kinds = " and ".join(f for f in ORDER if f in formats)
+    return (f"{manifest.key}: no JPEG variant: the <img> falls back to {kinds}, which some "
+            "browsers cannot show (add jpeg to the formats)")
 
 
 def picture_filter(manifest: Any, **options: Any) -> Markup:

@@ -281,3 +281,30 @@ def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
         done = Cli()("serve", "--gallery", out, "--port", str(port), env=env)
     assert done.exit_code == 1 and f"127.0.0.1:{port} is taken" in done.stderr
     assert "Serving" not in done.stderr
+
+
+def test_a_manifest_that_is_not_one_is_one_line(settings: Settings, tmp_path: Path) -> None:
+    manifest = json.loads(_optimized(settings, tmp_path, "a.jpg", widths="320").to_json())
+    manifest["variants"][0]["width"] = "wide"
+    env = Environment(autoescape=True)
+    imgwarm.register_jinja(env)
+    with pytest.raises(PictureError, match=r"not a manifest: variants\.0\.width: ") as caught:
+        env.from_string("{{ m | picture }}").render(m=manifest)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_tag_without_a_jpeg_is_noted(settings: Settings, tmp_path: Path) -> None:
+    _optimized(settings, tmp_path, "w.jpg", widths="320", formats="webp")
+    env = {"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
+           "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root)}
+    done = Cli()("picture", str(tmp_path / "w.jpg"), env=env)
+    assert done.exit_code == 0
+    img = Tags(done.stdout).named("img")[0]
+    assert img["src"] is not None and img["src"].endswith(".webp")  # the only format there is
+    assert done.stderr.count("\n") == 1 and "no JPEG variant" in done.stderr
+    assert "add jpeg to the formats" in done.stderr
+    done = Cli()("picture", str(tmp_path / "w.jpg"), env={**env, "IMGWARM_FORMATS": "jpeg"})
+    assert "no JPEG variant" in done.stderr  # the manifest decides, not today's settings
+    _optimized(settings, tmp_path, "j.jpg", widths="320")
+    done = Cli()("picture", str(tmp_path / "j.jpg"), env=env)
+    assert done.exit_code == 0 and not done.stderr  # with a JPEG: nothing to say
