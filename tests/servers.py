@@ -9,7 +9,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,15 +20,11 @@ from typing import Any
 import boto3
 import redis
 
+from imgwarm.serve.server import free_port as free_port  # the library's, for the tests
+
 IMGWARM = Path(sys.executable).with_name("imgwarm")
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
        "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
