@@ -156,6 +156,24 @@ def _volume(volume: Any) -> tuple[str, str]:
     return source, target
 
 
+def test_every_folder_our_services_write_is_made_for_the_image_user(
+        resolved: dict[str, Any]) -> None:
+    """A named volume mounted where the image has no folder starts owned by root: the image
+    must make (and give its user) every folder an imgwarm service mounts read-write."""
+    text = DOCKERFILE.read_text()
+    final = text[text.rindex("\nFROM "):]
+    made = re.search(r"mkdir -p ([^&]+)&&", final)
+    assert made is not None
+    folders = made.group(1).replace("\\", " ").split()
+    for name, service in _ours(resolved).items():
+        for volume in service.get("volumes") or []:
+            target = _volume(volume)[1]
+            if not str(volume).endswith(":ro") and not (isinstance(volume, dict)
+                                                      and volume.get("read_only")):
+                assert any(f == target or f.startswith(target + "/") for f in folders), \
+                    (name, target)
+
+
 def test_the_ram_budget_fits_in_the_tmpfs(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
     ram_root = services["warm"]["environment"]["IMGWARM_RAM_ROOT"]
