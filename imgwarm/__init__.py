@@ -25,12 +25,15 @@ if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
     from imgwarm.config import Settings, load_settings
     from imgwarm.exceptions import ImgwarmError, SourceError
+    from imgwarm.lifecycle.delete import Deletion
+    from imgwarm.lifecycle.gc import GcReport
     from imgwarm.manifest import Credits, Manifest, Variant
-    from imgwarm.workers.client import Job
+    from imgwarm.workers.client import DeleteJob, Job
 
 __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
-    "enqueue", "load_settings", "optimize", "picture", "register_jinja", "warm",
+    "delete", "enqueue", "enqueue_delete", "gc", "load_settings", "optimize", "picture",
+    "register_jinja", "warm",
 ]
 _WHERE = {
     "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
@@ -149,3 +152,55 @@ def enqueue(
 
     return enqueue_job(key, description=description, copyright=copyright, artist=artist,
                        settings=settings)
+
+
+def delete(
+    key: str | Path, *, settings: Settings | None = None, original: bool = False,
+    **options: Any,
+) -> Deletion:
+    """Take a source down at once (what ``imgwarm delete`` does): its manifest becomes a
+    tombstone, its variants leave the origin (local or S3) unless another source names them,
+    and every cache server's next ``warm`` removes them from its tiers. ``key``: the origin
+    key, or with a local origin the file that was optimized. ``original`` removes the
+    original too. Safe to call again; raises LayoutError for an unsafe key, UnknownSource
+    when nothing is known of it, StorageError when a store fails (call it again)."""
+    from imgwarm.config import load_settings
+    from imgwarm.lifecycle.delete import delete as run
+    from imgwarm.store import Stores, local_key
+
+    if settings is None:
+        settings = load_settings(**options)
+    elif options:
+        settings = settings.updated(**options)
+    stores = Stores.for_settings(settings.store)
+    found = str(key)
+    if stores.manifests.record(local_key(Path(key))) is not None:  # a local file's key
+        found = local_key(Path(key))
+    return run(found, stores, original=original)
+
+
+def enqueue_delete(key: str, *, settings: Settings | None = None,
+                   original: bool = False) -> DeleteJob:
+    """Queue the takedown of ``key`` for the workers (for a web app's delete handler);
+    ``job.wait()`` returns what it removed. Raises LayoutError for an unsafe key and
+    BrokerError when Redis cannot be reached."""
+    from imgwarm.workers.client import enqueue_delete as send
+
+    return send(key, original=original, settings=settings)
+
+
+def gc(
+    *, settings: Settings | None = None, grace: float | None = None, full: bool = False,
+    dry_run: bool = False, now: float | None = None, **options: Any,
+) -> GcReport:
+    """Remove the variants no manifest names once unnamed for ``grace`` seconds (default:
+    the gc_grace setting, 7 days), from the origin and this machine's tiers; what
+    ``imgwarm gc`` does. ``now``: the clock (for tests)."""
+    from imgwarm.config import load_settings
+    from imgwarm.lifecycle.gc import gc as run
+
+    if settings is None:
+        settings = load_settings(**options)
+    elif options:
+        settings = settings.updated(**options)
+    return run(settings, grace=grace, now=now, full=full, dry_run=dry_run)

@@ -1,8 +1,8 @@
 """Manifest: per source, what was made from it, and the other plain data every part shares.
 
-Manifest, Variant, Failure, Credits and a source's result: plain data and their JSON form, no
-I/O (the manifest store, in ``imgwarm.store.manifests``, keeps them). Picture tags, preload
-maps and ``warm`` read manifests; ``--json`` lines are results.
+Manifest, Variant, Failure, Tombstone, Credits and a source's result: plain data and their
+JSON form, no I/O (the manifest store, in ``imgwarm.store.manifests``, keeps them). Picture
+tags, preload maps and ``warm`` read manifests; ``--json`` lines are results.
 """
 
 from __future__ import annotations
@@ -104,16 +104,37 @@ class Failure(BaseModel):
         return to_json(self.model_dump(), indent=2) + "\n"
 
 
-Record = Manifest | Failure
+class Tombstone(BaseModel):
+    """A deleted source, in its manifest's place: every cache server's ``warm`` reads it (as it
+    reads a new manifest) and removes the files from its tiers, and a delete killed midway
+    is finished by the next from what it names."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    deleted: float  # when (Unix seconds)
+    variants: list[str]  # the paths its last manifest named
+    original: bool = False  # the original was to go too (--original)
+
+    def to_json(self) -> str:
+        return to_json(self.model_dump(), indent=2) + "\n"
+
+
+Record = Manifest | Failure | Tombstone
+
+
+def named(record: Record | None) -> set[str]:
+    """The variant paths a record keeps in use (a manifest's; a failure or tombstone: none)."""
+    return {v.path for v in record.variants} if isinstance(record, Manifest) else set()
 
 
 def parse_record(raw: bytes) -> Record | None:
-    """A manifest or a failure from its JSON; None when it is neither (damaged)."""
+    """A manifest, failure or tombstone from its JSON; None when it is none (damaged)."""
     try:
         value = json.loads(raw)  # not pydantic's parser: it refuses \udcXX escapes
     except ValueError:
         return None
-    for model in (Manifest, Failure):
+    for model in (Manifest, Failure, Tombstone):
         try:
             found: Record = model.model_validate(value)
         except ValidationError:

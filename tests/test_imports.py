@@ -23,13 +23,15 @@ def loaded_by(module: str) -> set[str]:
 
 @pytest.mark.parametrize("module", ["imgwarm", "imgwarm.config", "imgwarm.manifest",
                                     "imgwarm.formats", "imgwarm.store", "imgwarm.workers.app",
-                                    "imgwarm.workers.client", "imgwarm.cli"])
+                                    "imgwarm.workers.client", "imgwarm.cli",
+                                    "imgwarm.lifecycle.delete", "imgwarm.lifecycle.gc",
+                                    "imgwarm.cache.collect"])
 def test_no_image_library_is_loaded(module: str) -> None:
     assert loaded_by(module).isdisjoint(HEAVY)
 
 
 @pytest.mark.parametrize("module", ["imgwarm", "imgwarm.config", "imgwarm.manifest",
-                                    "imgwarm.store"])
+                                    "imgwarm.store", "imgwarm.lifecycle.delete"])
 def test_no_queue_or_s3_library_is_loaded(module: str) -> None:
     assert loaded_by(module).isdisjoint({"boto3", "botocore", "celery", "kombu"})
 

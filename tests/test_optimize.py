@@ -184,7 +184,7 @@ def test_any_failure_after_the_writes_removes_them(settings: Settings,
     from imgwarm.pipeline.batch import run_batch
     from imgwarm.store import ManifestStore
 
-    def broken(self: ManifestStore, record: object) -> None:
+    def broken(self: ManifestStore, record: object, *args: object, **kwargs: object) -> None:
         raise RuntimeError("simulated bug")
 
     monkeypatch.setattr(ManifestStore, "put", broken)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -31,7 +32,7 @@ CREATE TABLE IF NOT EXISTS variants (
     bytes INTEGER NOT NULL, refs INTEGER NOT NULL DEFAULT 0,
     score REAL NOT NULL DEFAULT 0, prior REAL NOT NULL DEFAULT 0,
     density REAL NOT NULL DEFAULT 0, pinned INTEGER NOT NULL DEFAULT 0,
-    ram TEXT, nvme TEXT
+    ram TEXT, nvme TEXT, dropped REAL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
                                  PRIMARY KEY (key, path)) WITHOUT ROWID;
@@ -56,6 +57,9 @@ class Index:
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB: large updates stay in memory
         self.db.executescript(_SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(variants)")}
+        if "dropped" not in columns:  # an index made before gc
+            self.db.execute("ALTER TABLE variants ADD COLUMN dropped REAL")
         self.db.execute("BEGIN")
 
     # --- transactions: one open at a time; commit() settles and opens the next -----------------
@@ -90,9 +94,11 @@ class Index:
         ``prior``. Returns (references added, references dropped)."""
         return self.set_sources([(key, variants, prior)])
 
-    def set_sources(self, sources: Iterable[tuple[str, list[Variant], float]]) -> tuple[int, int]:
+    def set_sources(self, sources: Iterable[tuple[str, list[Variant], float]],
+                    now: float | None = None) -> tuple[int, int]:
         """``set_source`` for many sources at once (a statement a kind of change, not one a
-        source: a first run sets tens of thousands); a key given twice takes its last."""
+        source: a first run sets tens of thousands); a key given twice takes its last. A
+        variant that loses its last reference is stamped ``now`` (gc's grace counts from it)."""
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
         old: dict[str, set[str]] = {key: set() for key in wanted}
         keys = list(wanted)
@@ -118,8 +124,11 @@ class Index:
              for _, v, prior in added])
         self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(k, v.path) for k, v, _ in added])
         self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?", dropped)
-        self.db.executemany("UPDATE variants SET refs = refs - 1 WHERE path = ?",
-                            [(path,) for _, path in dropped])
+        when = time.time() if now is None else now
+        self.db.executemany(  # (SET reads the row as it was: refs before the update)
+            "UPDATE variants SET refs = refs - 1, "
+            "dropped = CASE WHEN refs <= 1 THEN ?1 ELSE dropped END WHERE path = ?2",
+            [(when, path) for _, path in dropped])
         return len(added), len(dropped)
 
     def forget_unreferenced(self) -> None:
@@ -221,6 +230,29 @@ class Index:
     def unreferenced(self) -> list[tuple[str, str | None, str | None]]:
         return list(self.db.execute("SELECT path, ram, nvme FROM variants "
                                     "WHERE refs = 0 AND (ram IS NOT NULL OR nvme IS NOT NULL)"))
+
+    def states(self, paths: Iterable[str]) -> dict[str, tuple[int, int, str | None, str | None]]:
+        """path -> (references, bytes, RAM state, NVMe state) of those the index knows."""
+        found: dict[str, tuple[int, int, str | None, str | None]] = {}
+        batch = list(paths)
+        for start in range(0, len(batch), _IN_CHUNK):
+            part = batch[start:start + _IN_CHUNK]
+            for path, refs, size, ram, nvme in self.db.execute(
+                    "SELECT path, refs, bytes, ram, nvme FROM variants "
+                    f"WHERE path IN ({','.join('?' * len(part))})", part):
+                found[path] = (refs, size, ram, nvme)
+        return found
+
+    def unreferenced_before(self, cutoff: float, now: float) -> dict[str, tuple[int, str | None,
+                                                                           str | None]]:
+        """Variants a tier holds that no source has referenced since before ``cutoff``:
+        path -> (bytes, RAM state, NVMe state). Rows from before such stamps are stamped
+        ``now`` (their grace starts here)."""
+        self.db.execute("UPDATE variants SET dropped = ? WHERE refs = 0 AND dropped IS NULL",
+                        (now,))
+        return {path: (size, ram, nvme) for path, size, ram, nvme in self.db.execute(
+            "SELECT path, bytes, ram, nvme FROM variants WHERE refs = 0 AND dropped < ? "
+            "AND (ram IS NOT NULL OR nvme IS NOT NULL)", (cutoff,))}
 
     def unsettled(self, tier: str) -> list[tuple[str, int, str]]:
         column = _column(tier)

@@ -43,10 +43,11 @@ from imgwarm.cache.rank import Decay
 from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
-from imgwarm.manifest import Manifest, Record
+from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.store import Stores, safe_relative
 from imgwarm.store.layout import hash_of_name
 
+INDEX = "index.sqlite"  # in the cache_state folder
 BATCH = 1024  # files a commit (and a syncfs of the NVMe tier)
 AHEAD = 1  # batches copied ahead while the next is read (the copier always has one queued)
 Progress = Callable[[str, int, int], None]
@@ -116,8 +117,20 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):,.1f} MiB"
 
 
+def open_tiers(settings: Settings) -> Tiers:
+    """This cache server's tiers, checked apart from its other folders."""
+    cache = settings.cache
+    others = {"cache_state": cache.cache_state}
+    if settings.store.origin == "local":
+        others |= {"origin_root": settings.store.origin_root,
+                   "manifest_root": settings.store.manifest_root}
+    return Tiers.open(cache.ram_root, cache.nvme_root, max_entries=settings.store.max_dir_entries,
+                      allow_non_tmpfs=cache.ram_allow_non_tmpfs, others=others)
+
+
 @contextlib.contextmanager
-def _lock(folder: Path) -> Any:
+def lock(folder: Path) -> Any:
+    """One run at a time on these tiers (warm, or gc's part in them); WarmBusy if taken."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "lock"
     with path.open("a+") as handle:
@@ -171,18 +184,12 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
         parser = LogFormat(log_format or cache.log_format)
     except LogFormatError as error:
         raise SettingsError(f"log_format (--log-format): {error}") from None
-    with _lock(cache.cache_state) as lock:
-        others = {"cache_state": cache.cache_state}
-        if settings.store.origin == "local":
-            others |= {"origin_root": settings.store.origin_root,
-                       "manifest_root": settings.store.manifest_root}
-        tiers = Tiers.open(cache.ram_root, cache.nvme_root,
-                           max_entries=settings.store.max_dir_entries,
-                           allow_non_tmpfs=cache.ram_allow_non_tmpfs, others=others)
-        index = Index(cache.cache_state / "index.sqlite")
+    with lock(cache.cache_state) as held:
+        tiers = open_tiers(settings)
+        index = Index(cache.cache_state / INDEX)
         run = _Run(settings, tiers, index, Stores.for_settings(settings.store),
                    now or time.time(), dry_run, progress or (lambda *_: None))
-        run.lock = lock
+        run.lock = held
         kept = False
         try:
             run.go(parser, access_logs, hot_list, full)
@@ -212,6 +219,7 @@ class _Run:
         self.ahead: list[tuple[list[Item], Callable[[], list[tuple[Result, ...]]]]] = []
         self.tried: set[str] = set()  # copied ahead to NVMe in this run, whatever came of it
         self.ram_room: int | None = None  # bytes an empty RAM tier may still take ahead
+        self.taken_down: set[str] = set()  # variants of sources deleted since the last run
 
     def go(self, parser: LogFormat, logs: list[str] | None, hot_list: Path | None,
            full: bool) -> None:
@@ -222,6 +230,7 @@ class _Run:
         if full:
             self._reconcile()
         self._sources(full)
+        self._take_down()
         self._hotness(parser, logs if logs is not None else self.cache.access_logs)
         if hot_list is not None:
             self._pin(hot_list)
@@ -362,9 +371,11 @@ class _Run:
         """The index set from records (None: the source is gone), each read at a time."""
         now = self.decay(self.now)
         added, dropped = self.index.set_sources(
-            (key, record.variants if isinstance(record, Manifest) else [],
-             prior_now * self.decay(min(when, self.now)) / now)
-            for key, record, when in found)
+            ((key, record.variants if isinstance(record, Manifest) else [],
+              prior_now * self.decay(min(when, self.now)) / now)
+             for key, record, when in found), self.now)
+        self.taken_down.update(path for _, record, _ in found if isinstance(record, Tombstone)
+                               for path in record.variants)
         self.report.variants_added += added
         self.report.variants_dropped += dropped
         self.report.sources += len(found)
@@ -441,6 +452,29 @@ class _Run:
         self.report.unsafe_paths += sum(1 for k in keys if k is None)
         known = set(self.index.sizes(k for k in keys if k is not None))
         self.changed = self.index.set_pinned(known) or self.changed
+
+    def _take_down(self) -> None:
+        """A deleted source's variants leave both tiers now, whatever ``drop_gone`` says,
+        unless another source names them; a file the index does not know is removed too."""
+        if not self.taken_down:
+            return
+        known = self.index.states(self.taken_down)
+        gone = sorted(p for p in self.taken_down if known.get(p, (0,))[0] == 0
+                      and self.stores.layout.holds(p))  # (a hand-made tombstone's: no path)
+        for tier in self.tiers:
+            column = 2 if tier.name == "ram" else 3
+            held = {p: known[p][1] for p in gone if p in known and known[p][column]}
+            self._evict(tier, held)
+            for path in (p for p in gone if p not in held):  # not in the index: a stray?
+                size = tier.size_of(path)
+                if size is not None:
+                    if not self.dry_run:
+                        tier.delete(path)
+                    self._report(tier).evicted += 1
+                    self._report(tier).evicted_bytes += size
+        if not self.dry_run:
+            self.index.forget_unreferenced()
+        self._commit()
 
     def _drop_unreferenced(self) -> None:
         if not self.cache.drop_gone:
@@ -522,19 +556,11 @@ class _Run:
 
     def _evict(self, tier: Tier, paths: dict[str, int]) -> None:
         report = self._report(tier)
-        items = sorted(paths.items())
-        for start in range(0, len(items), BATCH):
-            part = items[start:start + BATCH]
-            self.index.mark(tier.name, [p for p, _ in part], "evicting")
+        if paths:
             self.touched.add(tier.name)
-            self._commit()
-            if not self.dry_run:
-                for path, _ in part:
-                    tier.delete(path)
-            self.index.mark(tier.name, [p for p, _ in part], None)
-            self._commit()
-            report.evicted += len(part)
-            report.evicted_bytes += sum(s for _, s in part)
+        report.evicted += len(paths)
+        report.evicted_bytes += sum(paths.values())
+        evict(self.index, tier, paths, dry_run=self.dry_run)
 
     def _copy(self, wanted: dict[str, dict[str, int]]) -> None:
         """Copy what each tier wants, in batches: a file both tiers want is read once and
@@ -613,6 +639,22 @@ class _Run:
                                  local=self.settings.store.origin == "local",
                                  drop=() if self.lock is None else (self.lock,))
         return self.copier
+
+
+def evict(index: Index, tier: Tier, paths: dict[str, int], *, dry_run: bool) -> None:
+    """Remove files from a tier, each batch marked ``evicting`` in the index before and
+    settled after (a run killed between is finished by the next: ``_recover``)."""
+    items = sorted(paths)
+    for start in range(0, len(items), BATCH):
+        part = items[start:start + BATCH]
+        index.mark(tier.name, part, "evicting")
+        if not dry_run:
+            index.commit()
+            for path in part:
+                tier.delete(path)
+        index.mark(tier.name, part, None)
+        if not dry_run:
+            index.commit()
 
 
 def _whole(tier: Tier, name: str, size: int) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli import cache, health, inspect, make, queue, serve
+from imgwarm.cli import cache, health, inspect, lifecycle, make, queue, serve
 from imgwarm.cli.common import EXIT_FAILED
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.text import printable
@@ -34,7 +34,8 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
                 cache.warm, serve.nginx, serve.picture, serve.gallery, serve.serve,
-                inspect.config_, make.samples, health.health):
+                inspect.config_, make.samples, health.health, lifecycle.delete,
+                lifecycle.gc):
     cli.add_command(command)
 
 

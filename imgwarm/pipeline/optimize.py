@@ -22,7 +22,7 @@ import pyvips
 
 from imgwarm.config import ImageSettings, Settings
 from imgwarm.exceptions import RefusedBefore, SourceError, UnreadableSource, too_large
-from imgwarm.manifest import Credits, Failure, Manifest, Variant
+from imgwarm.manifest import Credits, Failure, Manifest, Variant, named
 from imgwarm.pipeline.make import Encoded, make, preview
 from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Store, Stores, local_key, read_original
@@ -117,6 +117,11 @@ def _remove(paths: list[PurePosixPath], store: Store) -> None:
             store.delete(path)
 
 
+def _release(key: str, paths: list[str], stores: Stores) -> None:
+    with contextlib.suppress(Exception):  # the first error is the one to report
+        stores.manifests.references.release(key, paths)
+
+
 def optimize_bytes(
     data: bytes, *, key: str, name: str, settings: Settings, stores: Stores,
     credits: Credits | None = None,
@@ -141,11 +146,20 @@ def optimize_bytes(
     ):
         if previous.placeholder is None:  # made before placeholders: add it, once
             found = preview(data, name, settings.image)
-            previous = previous.model_copy(update={"placeholder": found})
-            stores.manifests.put(previous)
+            updated = previous.model_copy(update={"placeholder": found})
+            stores.manifests.put(updated, previous)
+            previous = updated
         return Outcome(previous, reused=True)
     made = make(data, name, settings.image, given)
-    variants, created = _publish(made.files, stores)
+    # Claimed before they are written (references.py): a delete or gc that runs meanwhile
+    # sees the claim and leaves a variant of the same name alone.
+    fresh = sorted({str(stores.place(f.name)) for f in made.files} - named(previous))
+    stores.manifests.references.claim(key, fresh)
+    try:
+        variants, created = _publish(made.files, stores)
+    except BaseException:
+        _release(key, fresh, stores)
+        raise
     try:
         manifest = Manifest(
             key=key, source_sha256=source_sha, width=made.info.displayed_width,
@@ -155,9 +169,10 @@ def optimize_bytes(
             placeholder=made.placeholder,
         )
         if manifest != previous:  # files were missing, the manifest was right: keep it
-            stores.manifests.put(manifest)
+            stores.manifests.put(manifest, previous, claimed=True)
     except BaseException:  # whatever stops it, a failed source leaves nothing behind
         _remove(created, stores.origin)
+        _release(key, fresh, stores)
         raise
     return Outcome(manifest, reused=False)
 

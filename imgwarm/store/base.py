@@ -27,6 +27,10 @@ class Store(Protocol):
 
     def exists(self, key: Key) -> bool: ...
 
+    def size(self, key: Key) -> int | None:
+        """The bytes of the file at key; None when there is none."""
+        ...
+
     def describe(self, key: Key) -> str:
         """Where ``key`` is, for messages (a path, an s3:// URL)."""
         ...
@@ -48,4 +52,9 @@ class Store(Protocol):
     def files(self, under: str = "") -> Iterator[PurePosixPath]:
         """Every file's key below the folder (or prefix) ``under``, in no set order; never a
         temporary file. A full listing: for a full reconciliation, not for every run."""
+        ...
+
+    def stamped(self, under: str = "") -> Iterator[tuple[PurePosixPath, float]]:
+        """``files``, each with the time it was last written (Unix seconds): what ``gc``
+        weighs against its grace period, from the listing itself where the store has it."""
         ...

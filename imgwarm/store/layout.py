@@ -57,6 +57,26 @@ class Layout:
         ]
         return PurePosixPath(*parts)
 
+    def tops(self) -> list[str]:
+        """The first level's folder names (``00`` to ``7f`` with the defaults)."""
+        width = -(-self.bits // 4)
+        return [f"{i:0{width}x}" for i in range(1 << self.bits)]
+
+    def holds(self, path: str | PurePosixPath) -> bool:
+        """Whether ``path`` has a variant's shape: shard folders that its name's hash puts it
+        in, and a hashed name. (An original's key never has it: ``check_source_key``.)"""
+        found = PurePosixPath(path)
+        if len(found.parts) != self.levels + 1:
+            return False
+        hashed = found.name.split(".")
+        if len(hashed) < 2 or len(hashed[-2]) < 16 or \
+                any(c not in "0123456789abcdef" for c in hashed[-2]):
+            return False
+        try:
+            return self.path_for_name(found.name) == found
+        except LayoutError:
+            return False
+
     def path_for(self, name: str, hex_hash: str) -> PurePosixPath:
         return self.folder_for(hex_hash) / name
 

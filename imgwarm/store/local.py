@@ -87,8 +87,14 @@ def _temporary(name: str) -> bool:
     return name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)
 
 
+class _FolderGone(StorageError):
+    """The folder was removed while a file was written into it (``prune`` of an empty one)."""
+
+
 def _write_error(target: Path, error: OSError) -> StorageError:
     """A full disk or quota may be freed: queued jobs retry on it; anything else is final."""
+    if error.errno == errno.ENOENT:
+        return _FolderGone(f"cannot write {target}: its folder was removed meanwhile")
     kind = TransientStorageError if error.errno in (errno.ENOSPC, errno.EDQUOT) else StorageError
     return kind(f"cannot write {target}: {error.strerror}")
 
@@ -161,6 +167,15 @@ class LocalStore:
     def exists(self, key: Key) -> bool:
         return self.path(key).is_file()
 
+    def size(self, key: Key) -> int | None:
+        try:
+            info = os.stat(self.path(key), follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:
+            raise StorageError(f"cannot look up {self.path(key)}: {error.strerror}") from None
+        return info.st_size if stat.S_ISREG(info.st_mode) else None
+
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file; None when there is none. LayoutError when the file, or
         a folder on its way, resolves outside the root."""
@@ -198,14 +213,19 @@ class LocalStore:
         """Write atomically; True when a file was written. An existing file is kept unless
         ``replace`` (content-addressed files never need replacing)."""
         target = self.path(key)
-        try:
-            folder, made = self._opened_folder(target.parent, make=True)
-        except OSError as error:
-            raise _write_error(target, error) from None
-        try:
-            return self._write_in(folder, target, data, replace, empty=made)
-        finally:
-            os.close(folder)
+        for attempt in range(2):
+            try:
+                folder, made = self._opened_folder(target.parent, make=True)
+            except OSError as error:
+                raise _write_error(target, error) from None
+            try:
+                return self._write_in(folder, target, data, replace, empty=made)
+            except _FolderGone:
+                if attempt:
+                    raise
+            finally:
+                os.close(folder)
+        raise AssertionError("unreachable")
 
     def _write_in(self, folder: int, target: Path, data: bytes, replace: bool, *,
                   empty: bool = False) -> bool:
@@ -304,6 +324,23 @@ class LocalStore:
         finally:
             os.close(folder)
 
+    def prune(self, folder: Key) -> None:
+        """Remove ``folder`` if it is empty (a marker's, once its last marker went): left, each
+        would count as an entry of its parent. A writer that had just opened it makes it
+        again (``write`` tries twice)."""
+        path = self.path(folder)
+        try:
+            parent = self._folder(path.parent)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        try:
+            os.rmdir(path.name, dir_fd=parent)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise StorageError(f"cannot remove {path}: {error.strerror}") from None
+        finally:
+            os.close(parent)
+
     def files(self, under: str = "") -> Iterator[PurePosixPath]:
         """Every file under ``under`` (temp files aside), in sorted order. The top folders are
         walked WALK_THREADS at a time: on a cold disk each folder read is a wait."""
@@ -325,6 +362,8 @@ class LocalStore:
                     folders.append(entry.path)
             elif not _temporary(entry.name):
                 yield PurePosixPath(prefix + entry.name)
+        if not folders:  # a leaf folder (a marker's): no pool to start
+            return
         with ThreadPoolExecutor(WALK_THREADS) as pool:
             pending: deque[Future[list[str]]] = deque()
             for folder in folders:
@@ -333,6 +372,11 @@ class LocalStore:
                     yield from map(PurePosixPath, pending.popleft().result())
             while pending:
                 yield from map(PurePosixPath, pending.popleft().result())
+
+    def stamped(self, under: str = "") -> Iterator[tuple[PurePosixPath, float]]:
+        for key in self.files(under):
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile: not there
+                yield key, os.stat(self.root / key, follow_symlinks=False).st_mtime
 
     def _walked(self, top: str) -> list[str]:
         found: list[str] = []

@@ -1,25 +1,28 @@
-"""The manifest store: one JSON record per source key (its manifest, or why it failed), kept in
-any Store, sharded like the variants, with a journal of what changed (``changes.py``)."""
+"""The manifest store: one JSON record per source key (its manifest, why it failed, or that it
+was deleted), kept in any Store, sharded like the variants, with a journal of what changed
+(``changes.py``) and the references of each variant (``references.py``)."""
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.exceptions import LayoutError
-from imgwarm.manifest import Manifest, Record, parse_record
+from imgwarm.manifest import Manifest, Record, named, parse_record
 from imgwarm.store.base import Store
-from imgwarm.store.changes import FOLDER, ChangeLog
+from imgwarm.store.changes import ChangeLog
 from imgwarm.store.layout import Layout
+from imgwarm.store.listing import sharded
 from imgwarm.store.local import LocalStore
+from imgwarm.store.references import References, key_digest
 
 LISTING_THREADS = 16  # reads in flight from S3
 LOCAL_THREADS = 2  # from a local disk (warm uses the cores to copy meanwhile)
 LISTING_CHUNK = 1024
 RUN = 16  # records a thread reads at a time
+_UNREAD = object()  # put() without the previous record: it reads it
 
 
 class ManifestStore:
@@ -29,11 +32,11 @@ class ManifestStore:
         self.store = store
         self.layout = layout
         self.changes = changes
+        self.references = References(store, layout)
 
     def key_path(self, key: str) -> PurePosixPath:
-        # surrogateescape: a file name that is not UTF-8 is still a key
-        digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
-        return self.layout.path_for(f"{digest[:32]}.json", digest)
+        digest = key_digest(key)
+        return self.layout.path_for(f"{digest}.json", digest)
 
     def record(self, key: str) -> Record | None:
         """What is known of a key: its manifest, the reason it failed, or None when nothing
@@ -47,20 +50,30 @@ class ManifestStore:
         found = self.record(key)
         return found if isinstance(found, Manifest) else None
 
-    def put(self, record: Record) -> None:
-        """Store it, replacing the key's previous manifest or failure, and say so in the
-        journal (after: a reader that sees the entry finds the record)."""
+    def put(self, record: Record, previous: Record | object | None = _UNREAD, *,
+            claimed: bool = False) -> None:
+        """Store it, replacing the key's previous record (read when not given), and say so in
+        the journal (after: a reader that sees the entry finds the record). The variants it
+        names are claimed first (unless ``claimed``: the caller did, before writing them);
+        those the previous named and it does not are released after, and noted as dropped."""
+        if previous is _UNREAD:
+            previous = self.record(record.key)
+        old, new = named(previous), named(record)  # type: ignore[arg-type]
+        if not claimed:
+            self.references.claim(record.key, sorted(new - old))
         self.store.write(self.key_path(record.key), record.to_json().encode(), replace=True)
         if self.changes is not None:
             self.changes.record(record.key)
+        if old - new:
+            self.references.release(record.key, sorted(old - new))
+            self.references.note_dropped(sorted(old - new))
 
     def everything(self) -> Iterator[Record]:
         """Every record: a full listing (a first ``warm``, ``--full``), not for every run.
         Each read is a wait on a disk or the network: read in threads (fewer for a local
         store, where parsing holds the interpreter lock), each a run of records at a time
         (a thread handed one small record at a time spends more on the lock than reading)."""
-        paths = (p for p in self.store.files()
-                 if p.parts[0] != FOLDER and p.suffix == ".json")
+        paths = (p for p, _ in sharded(self.store, self.layout, times=False) if p.suffix == ".json")
         threads = LOCAL_THREADS if isinstance(self.store, LocalStore) else LISTING_THREADS
         with ThreadPoolExecutor(threads) as pool:
             while chunk := list(itertools.islice(paths, LISTING_CHUNK)):

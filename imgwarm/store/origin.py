@@ -8,6 +8,7 @@ and manifests under ``.imgwarm/manifests/`` (a dot folder, which nginx is told n
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -20,6 +21,9 @@ from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore
 
 S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
+# What a variant's path looks like under any layout: hex shard folders, then a name whose
+# last-but-one part is a content hash. A source key like it would be taken for a variant.
+_VARIANT_SHAPE = re.compile(r"(?:[0-9a-f]{1,4}/)+(?:[^/]*\.)?[0-9a-f]{16,64}\.[A-Za-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -71,10 +75,13 @@ def local_key(path: Path) -> str:
 
 
 def check_source_key(key: str) -> None:
-    """Refuse a key that is unsafe (LayoutError: ``..``, absolute, control characters) or
-    names imgwarm's own hidden files (temp files, ``.imgwarm/manifests``)."""
+    """Refuse a key that is unsafe (LayoutError: ``..``, absolute, control characters), names
+    imgwarm's own hidden files (temp files, ``.imgwarm/manifests``) or looks like a variant."""
     if any(part.startswith(".") for part in safe_relative(key).parts):
         raise LayoutError(f"refusing key {key!r}: hidden names ('.' first) are imgwarm's own")
+    if _VARIANT_SHAPE.fullmatch(key):
+        raise LayoutError(f"refusing key {key!r}: it has the shape of a variant's path (hex "
+                          "shard folders, a hashed name), which gc would take for one")
 
 
 def read_original(store: Store, key: str, max_bytes: int) -> bytes:

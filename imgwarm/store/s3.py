@@ -124,6 +124,13 @@ class S3Store:
 
         return self._call("look up", key, head, missing_ok=True) is not None
 
+    def size(self, key: Key) -> int | None:
+        def head() -> int:
+            found = self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
+            return int(found["ContentLength"])
+
+        return self._call("look up", key, head, missing_ok=True)
+
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
@@ -154,12 +161,16 @@ class S3Store:
             Bucket=self.bucket, Key=self.object_key(key)))
 
     def files(self, under: str = "") -> Iterator[PurePosixPath]:
+        return (key for key, _ in self.stamped(under))
+
+    def stamped(self, under: str = "") -> Iterator[tuple[PurePosixPath, float]]:
         prefix = self.object_key(under) + "/" if under else self.prefix
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=prefix)
         try:
             for page in pages:
                 for found in page.get("Contents", []):
-                    yield PurePosixPath(found["Key"][len(self.prefix):])
+                    yield (PurePosixPath(found["Key"][len(self.prefix):]),
+                           found["LastModified"].timestamp())
         except (ClientError, BotoCoreError) as error:
             raise self._fail("list", under or "*", error) from None

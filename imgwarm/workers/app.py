@@ -12,6 +12,7 @@ from celery import Celery
 from imgwarm.config import QueueSettings
 
 TASK_NAME = "imgwarm.optimize"
+DELETE_TASK = "imgwarm.delete"  # a takedown, for web apps (lifecycle/delete.py)
 QUEUED = "QUEUED"  # our state for a job on the queue that no worker has taken yet
 
 Role = Literal["client", "worker"]

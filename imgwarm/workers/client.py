@@ -24,7 +24,7 @@ from imgwarm.config import QueueSettings, Settings, masked_url
 from imgwarm.exceptions import BrokerError, ImgwarmError, StorageError
 from imgwarm.manifest import Credits, Failure, Manifest, SourceResult
 from imgwarm.store import Stores, check_source_key
-from imgwarm.workers.app import QUEUED, TASK_NAME, make_app
+from imgwarm.workers.app import DELETE_TASK, QUEUED, TASK_NAME, make_app
 
 State = Literal["queued", "running", "retrying", "done", "failed", "unknown"]
 _STATES: dict[str, State] = {
@@ -149,6 +149,48 @@ def enqueue(
 
     credits = Credits.given(description=description, copyright=copyright, artist=artist)
     return enqueue_all([key], settings or load_settings(), credits)[0]
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """A takedown on the queue."""
+
+    key: str
+    id: str
+    settings: Settings
+
+    def wait(self, timeout: float | None = None) -> dict[str, Any]:
+        """Block until it ends: what it removed (``Deletion.to_object``), or ``{"key", "ok":
+        False, "error"}``."""
+        result = AsyncResult(self.id, app=client_app(self.settings))
+
+        def get() -> Any:
+            try:
+                return result.get(timeout=timeout, propagate=False, interval=0.2)
+            except CeleryTimeout:
+                return TimeoutError("not ended when the wait ran out (it may still run)")
+
+        value = _broker(self.settings, f"waiting for the delete of {self.key}", get)
+        if isinstance(value, TimeoutError):
+            return {"key": self.key, "ok": False, "error": f"{self.key}: {value}"}
+        if result.state == celery_states.SUCCESS:
+            return dict(value)
+        return {"key": self.key, "ok": False, "error": _message(self.key, value)}
+
+
+def enqueue_delete(key: str, *, original: bool = False,
+                   settings: Settings | None = None) -> DeleteJob:
+    """Queue the takedown of a source key (the call for a web app's delete handler): its
+    variants leave the origin, and every cache server's next warm removes them."""
+    from imgwarm.config import load_settings
+
+    check_source_key(key)
+    settings = settings or load_settings()
+    app = client_app(settings)
+    job = DeleteJob(key, f"imgwarm-delete-{uuid.uuid4().hex}", settings)
+    _broker(settings, f"queueing the delete of {key}", lambda: app.send_task(
+        DELETE_TASK, args=[key], kwargs={"original": original}, task_id=job.id))
+    return job
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from celery.signals import worker_process_init
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
 from imgwarm.manifest import Credits
-from imgwarm.workers.app import TASK_NAME, make_app
+from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
 
 if TYPE_CHECKING:
     from imgwarm.store import Stores
@@ -103,8 +103,22 @@ class StartCounter:
                 self.client.delete(starts_key(job))
 
 
+def run_delete(key: str, original: bool, settings: Settings) -> dict[str, Any]:
+    """One takedown: what it removed. Transient faults propagate (the task retries them: a
+    delete goes on from where it stopped); anything else is a JobFailed with its line."""
+    from imgwarm.lifecycle.delete import delete
+
+    try:
+        return delete(key, process_stores(settings), original=original).to_object()
+    except TransientStorageError:
+        raise
+    except ImgwarmError as error:
+        message = str(error)
+        raise JobFailed(message if message.startswith(key) else f"{key}: {message}") from None
+
+
 def register(app: Celery, settings: Settings) -> None:
-    """Add the optimize task to a worker's app."""
+    """Add the optimize and delete tasks to a worker's app."""
 
     starts = StartCounter(app, settings)
 
@@ -140,6 +154,19 @@ def register(app: Celery, settings: Settings) -> None:
             return run_job(source_key, settings, credits)
         finally:
             starts.end(self.request.id)
+
+
+    @app.task(  # type: ignore[untyped-decorator]
+        name=DELETE_TASK,
+        autoretry_for=(TransientStorageError,),
+        throws=(JobFailed,),
+        retry_backoff=1,
+        retry_backoff_max=settings.queue.retry_backoff_max,
+        retry_jitter=True,
+        max_retries=settings.queue.task_max_retries,
+    )
+    def delete(source_key: str, original: bool = False) -> dict[str, Any]:
+        return run_delete(source_key, original, settings)
 
 
 def worker_app(settings: Settings) -> Celery:

@@ -58,6 +58,7 @@ class Site:
         from imgwarm.pipeline.optimize import optimize_file
 
         path = self.sources / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(jpeg_with_exif(photo(width, height, seed=seed), quality=85))
         return optimize_file(path, settings=self.settings,
                              stores=Stores.for_settings(self.settings.store)).manifest

@@ -30,6 +30,7 @@ CHANGED: dict[str, tuple[str, Any]] = {
     "access_logs": ("/var/log/a.log,/var/log/b*", ["/var/log/a.log", "/var/log/b*"]),
     "log_format": ("$request_method $uri $status", "$request_method $uri $status"),
     "image_prefix": ("img/", "/img/"),
+    "gc_grace": ("36h", "36h"),
 }
 NEEDS = {"origin": {"s3_bucket": "photos"}}  # settings only valid together with another
 

@@ -186,3 +186,17 @@ def test_files_lists_every_file_and_no_temporary_one(kind: Kind) -> None:
     assert {str(k) for k in store.files()} >= keys
     assert {str(k) for k in store.files("a")} == {"a/b/one.webp", "a/c/two.webp"}
     assert not any(".tmp-" in str(k) for k in store.files())
+
+
+def test_stamped_lists_with_write_times_and_size_reads_no_bytes(kind: Kind) -> None:
+    import time
+
+    store = kind.make()
+    before = time.time() - 5  # (S3 keeps whole seconds)
+    store.write("a/b/one.webp", b"x" * 7)
+    store.write("a/two.webp", b"yy")
+    found = dict(store.stamped("a"))
+    assert {str(k) for k in found} == {"a/b/one.webp", "a/two.webp"}
+    assert all(before <= when <= time.time() + 5 for when in found.values())
+    assert (store.size("a/b/one.webp"), store.size("a/two.webp")) == (7, 2)
+    assert store.size("a/none.webp") is None and store.size("a") is None

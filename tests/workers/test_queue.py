@@ -385,3 +385,24 @@ def test_optimize_in_process_on_s3_keys(s3_queue: Queue, corpus: Path) -> None:
     assert manifest is not None
     assert [v.model_dump() for v in manifest.variants] == found["variants"]
     check_s3_outputs(s3_queue.s3, s3_queue.bucket, [manifest], originals="up/")
+
+
+def test_a_queued_delete_takes_the_source_down(local_queue: Queue) -> None:
+    from imgwarm import enqueue, enqueue_delete
+    from imgwarm.manifest import Tombstone
+    from imgwarm.samples import photo
+
+    local_queue.put("up/ad-3/bike.jpg", photo(800, 600).jpegsave_buffer())
+    local_queue.worker("--concurrency", "1")
+    made = enqueue("up/ad-3/bike.jpg", settings=local_queue.settings()).wait(timeout=120)
+    assert made.manifest is not None, made.error
+    done = enqueue_delete("up/ad-3/bike.jpg", original=True,
+                          settings=local_queue.settings()).wait(timeout=120)
+    assert done["ok"] is True and done["original"] is True, done
+    assert sorted(done["removed"]) == sorted(v.path for v in made.manifest.variants)
+    origin = local_queue.workdir / "origin"
+    assert not [v for v in made.manifest.variants if (origin / v.path).exists()]
+    assert not (origin / "up/ad-3/bike.jpg").exists()
+    assert isinstance(local_queue.stores().manifests.record("up/ad-3/bike.jpg"), Tombstone)
+    unknown = enqueue_delete("up/never.jpg", settings=local_queue.settings()).wait(timeout=60)
+    assert unknown["ok"] is False and "up/never.jpg: no manifest" in unknown["error"]

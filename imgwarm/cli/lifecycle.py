@@ -1,0 +1,175 @@
+"""``imgwarm delete`` and ``imgwarm gc``: a photo taken down everywhere; variants nobody names
+reclaimed after a grace period."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.text import printable
+
+if TYPE_CHECKING:
+    from imgwarm.store import Stores
+
+
+@click.command()
+@click.argument("keys", nargs=-1, required=True, metavar="KEY...")
+@click.option("--original", is_flag=True,
+              help="Remove the original too (by default it is left to the application).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per key.")
+@click.pass_context
+def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json: bool) -> None:
+    """Take sources down at once: each KEY's manifest becomes a tombstone, and its variants
+    leave the origin (local or S3), except those another source names (the same bytes under
+    the same name). Each cache server's next `imgwarm warm` reads the tombstones and removes
+    the files from its tiers; nginx then answers 404.
+
+    KEY is an origin key (S3, or one given to `imgwarm enqueue`) or, with a local origin, the
+    file that was optimized. Running it again is safe: a delete killed midway is finished.
+    Browsers and CDNs that cached an immutable URL keep their copy (see the README).
+
+    Exit status: 0 when every key was deleted, 1 when any was unknown or failed (the others
+    are still deleted), 2 for an unsafe key (then none is touched).
+    """
+    from imgwarm.exceptions import ImgwarmError
+    from imgwarm.lifecycle.delete import delete as run
+    from imgwarm.store import Stores
+
+    settings = load(ctx)
+    stores = Stores.for_settings(settings.store)
+    resolved = [_resolve(key, stores) for key in keys]
+    failed = freed = 0
+    with _bar(len(resolved), "deleting", as_json) as tick:
+        for number, key in enumerate(resolved, start=1):
+            try:
+                done = run(key, stores, original=original)
+            except ImgwarmError as error:
+                failed += 1
+                message = str(error) if str(error).startswith(key) else f"{key}: {error}"
+                if as_json:
+                    click.echo(json_text({"key": key, "ok": False, "error": message}))
+                else:
+                    click.echo(printable(f"FAILED {message}"), err=True)
+            else:
+                freed += done.freed
+                click.echo(json_text(done.to_object()) if as_json else printable(done.line()))
+            tick(number)
+    if not as_json:
+        click.echo(f"{len(resolved)} source(s): {len(resolved) - failed} deleted, {failed} "
+                   f"failed; {freed / (1 << 20):,.1f} MiB freed in the origin", err=True)
+    ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _resolve(key: str, stores: Stores) -> str:
+    """The manifest key of KEY: a local file that was optimized is known by its real path;
+    anything else must be a safe origin key (a usage error names the first that is not,
+    before anything is deleted)."""
+    from imgwarm.exceptions import LayoutError
+    from imgwarm.store import check_source_key, local_key
+
+    found = local_key(Path(key))
+    if stores.manifests.record(found) is not None:
+        return found
+    try:
+        check_source_key(key)
+    except LayoutError as error:
+        raise click.UsageError(str(error)) from None
+    return key
+
+
+@click.command()
+@click.option("--grace", metavar="DURATION",
+              help="Keep variants named by no manifest for this long first (default: the "
+              "gc_grace setting, 7d): HTML that still names one may be cached that long. "
+              "0 removes them now.")
+@click.option("--full", is_flag=True,
+              help="List every variant and read every manifest (S3: listings in parallel "
+              "pages): finds what no manifest names whatever left it, and sets the "
+              "references right. The first gc of a store does it by itself.")
+@click.option("--dry-run", is_flag=True, help="Print what would go and the bytes; change "
+              "nothing.")
+@click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
+@click.pass_context
+def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
+       now: float | None, as_json: bool) -> None:
+    """Remove the variants that no manifest names any more (a settings change, a source made
+    again) once they have been unnamed for longer than the grace period: from the origin,
+    and from this machine's cache tiers when it has them (found in warm's index).
+
+    A usual run looks only at the variants that lost a reference since (the references kept
+    beside the manifests), so it costs what changed, not the origin's size.
+
+    Exit status: 0 when done, 1 when a part failed (the rest is done), 2 for usage errors.
+    """
+    from imgwarm.config.store import grace_seconds
+    from imgwarm.exceptions import ImgwarmError, SettingsError
+    from imgwarm.lifecycle.gc import gc as run
+
+    settings = load(ctx)
+    try:
+        seconds = grace_seconds(grace) if grace is not None else None
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--grace") from None
+    bar = _progress(as_json)
+    tasks: dict[str, Any] = {}
+
+    def progress(part: str, done: int, total: int) -> None:
+        if bar is not None:
+            if part not in tasks:
+                tasks[part] = bar.add_task("looking", total=total)
+            bar.update(tasks[part], completed=done, total=total)
+
+    try:
+        if bar is not None:
+            bar.start()
+        try:
+            report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
+                         progress=progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+    except ImgwarmError as error:
+        click.echo(printable(f"gc FAILED: {error}"), err=True)
+        ctx.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json_text(report.to_object()))
+    else:
+        for path in report.paths:
+            click.echo(f"{'would remove' if dry_run else 'removed'} {path}")
+        click.echo(report.line())
+    ctx.exit(EXIT_OK)
+
+
+def _progress(as_json: bool) -> Any:
+    if as_json or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress
+
+    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                    console=Console(stderr=True), transient=True)
+
+
+@contextlib.contextmanager
+def _bar(total: int, what: str, as_json: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar over ``total`` items on a terminal (a call with how many are done);
+    nothing elsewhere."""
+    bar = _progress(as_json)
+    if bar is None:
+        yield lambda done: None
+        return
+    bar.start()
+    task = bar.add_task(what, total=total)
+    try:
+        yield lambda done: bar.update(task, completed=done)
+    finally:
+        bar.stop()

@@ -1,0 +1,104 @@
+"""Delete: take a source down, at once, everywhere.
+
+In order, each step safe to run again (a delete killed anywhere is finished by the next):
+
+1. the tombstone replaces the source's manifest in the manifest store, and the journal says
+   so: from here on no picture tag, preload map or ``warm`` names its variants;
+2. the source's claims on its variants are released (references.py);
+3. each variant leaves the origin unless another source names it (the same bytes under the
+   same name): ``reclaim``;
+4. with ``original``, the original itself goes (else it is left to the application).
+
+Cache servers learn of it from the journal: their next ``warm`` removes the files from their
+tiers. Browsers and CDNs that cached an immutable URL are out of imgwarm's reach (README).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from imgwarm.exceptions import ImgwarmError, StorageError
+from imgwarm.lifecycle.reclaim import reclaim
+from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.store import Stores, check_source_key
+
+
+class UnknownSource(ImgwarmError):
+    """No manifest, failure or tombstone for the key: nothing to delete."""
+
+
+@dataclass
+class Deletion:
+    """What a delete did."""
+
+    key: str
+    already: bool = False  # a tombstone was there: this run finished or repeated it
+    removed: list[str] = field(default_factory=list)  # variant paths gone from the origin
+    kept: list[str] = field(default_factory=list)  # named by another source: left
+    freed: int = 0  # bytes
+    original: bool = False  # the original was removed
+
+    def to_object(self) -> dict[str, Any]:
+        return {"key": self.key, "ok": True, "already": self.already, "removed": self.removed,
+                "kept": self.kept, "bytes": self.freed, "original": self.original}
+
+    def line(self) -> str:
+        text = f"deleted   {self.key}: {len(self.removed)} variant(s), {self.freed:,} bytes"
+        text += f"; {len(self.kept)} kept (named by another source)" if self.kept else ""
+        text += "; original removed" if self.original else ""
+        return text + (" (finished an earlier delete)" if self.already else "")
+
+
+def delete(key: str, stores: Stores, *, original: bool = False,
+           now: float | None = None) -> Deletion:
+    """Take the source at ``key`` down (see the module's docstring). Raises LayoutError for an
+    unsafe key, UnknownSource when nothing is known of it (and ``original`` is not asked),
+    StorageError when the origin or manifest store fails (run it again: it goes on)."""
+    local_file = os.path.isabs(key)  # a local source's key is its absolute path
+    if not local_file:
+        check_source_key(key)
+    manifests = stores.manifests
+    previous = manifests.record(key)
+    if previous is None and (local_file or not original):
+        raise UnknownSource(f"{key}: no manifest, failure or tombstone here (nothing deleted)")
+    done = Deletion(key, already=isinstance(previous, Tombstone))
+    paths = [p for p in _named(previous) if stores.layout.holds(p)]  # never an original
+    wanted = original or (isinstance(previous, Tombstone) and previous.original)
+    if not isinstance(previous, Tombstone) or wanted != previous.original:
+        tomb = Tombstone(key=key, deleted=now or time.time(), variants=paths, original=wanted)
+        manifests.put(tomb, previous)  # releases the claims and notes them dropped
+    else:
+        manifests.references.release(key, paths)  # a run killed before it did
+    for path in paths:
+        freed = reclaim(stores.origin, manifests.references, path)
+        if freed is None:
+            done.kept.append(path)
+        elif freed:  # (0: gone already, by an earlier run)
+            done.removed.append(path)
+            done.freed += freed
+        manifests.references.forget_dropped(path)  # gone, or named: nothing for gc
+    if wanted:
+        _remove_original(key, stores, local_file)
+        done.original = True
+    return done
+
+
+def _named(record: Record | None) -> list[str]:
+    if isinstance(record, Manifest):
+        return sorted({v.path for v in record.variants})
+    return sorted(set(record.variants)) if isinstance(record, Tombstone) else []
+
+
+def _remove_original(key: str, stores: Stores, local_file: bool) -> None:
+    if not local_file:
+        stores.origin.delete(key)
+        return
+    try:  # a local source: the file it was made from (its key is the file's real path)
+        os.unlink(key)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise StorageError(f"cannot remove the original {key}: {error.strerror}") from None

@@ -1,0 +1,178 @@
+"""gc: remove the variants that no manifest names and that nobody has named for longer than the
+grace period (HTML that still names an old variant may be cached that long).
+
+Where to look, in one of two ways:
+
+- the references (the usual run): the variants that lost a reference (``dropped/`` markers),
+  each checked for a source that names it again. It costs what changed, not the origin's size.
+- a full pass (``full``, or a store whose references were never built): every manifest read,
+  every variant listed (S3: the shard folders' listings in parallel pages), compared. Variants
+  no manifest names (a settings change, a source replaced, a writer killed midway) are found
+  whatever left them; missing markers are made and stale ones removed; deletes killed midway
+  are finished.
+
+A variant goes once it is unnamed and the later of its own write and its last drop is older
+than the grace period. A tombstone's variants go at once (a takedown does not wait).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from imgwarm.config import Settings
+from imgwarm.lifecycle.reclaim import reclaim
+from imgwarm.manifest import Manifest, Tombstone
+from imgwarm.store import Stores
+from imgwarm.store.listing import sharded
+from imgwarm.store.references import key_digest
+
+STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
+THREADS = 16  # candidates looked at in flight (each a few round trips on S3)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class GcReport:
+    dry_run: bool = False
+    full: bool = False
+    grace: float = 0.0  # seconds
+    looked_at: int = 0  # candidate variants
+    removed: int = 0
+    removed_bytes: int = 0
+    waiting: int = 0  # unnamed, but not for as long as the grace period
+    named: int = 0  # candidates some source names again: kept
+    taken_down: int = 0  # of removed: a tombstone's (a delete killed midway, finished)
+    listed: int = 0  # full: variants listed in the origin
+    manifests: int = 0  # full: records read
+    claims_added: int = 0  # full: markers a manifest needed and lacked
+    claims_removed: int = 0  # full: markers no manifest stood behind
+    paths: list[str] = field(default_factory=list)  # what went (or would go)
+    tiers: dict[str, Any] | None = None  # the cache tiers' part (cache/collect.py)
+    seconds: float = 0.0
+
+    def to_object(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    def line(self) -> str:
+        would = "would remove" if self.dry_run else "removed"
+        text = (f"gc: {would} {self.removed:,} variant(s) ({self.removed_bytes / (1 << 20):,.1f}"
+                f" MiB) from the origin; {self.waiting:,} unnamed within the grace period, "
+                f"{self.named:,} named again; {self.looked_at:,} looked at")
+        if self.full:
+            text += (f"; full pass: {self.listed:,} variants, {self.manifests:,} records, "
+                     f"claims +{self.claims_added:,} -{self.claims_removed:,}")
+        if self.tiers is not None:
+            text += "; tiers: " + ", ".join(
+                f"{name} -{t['removed']:,} ({t['bytes'] / (1 << 20):,.1f} MiB)"
+                for name, t in self.tiers.items())
+        return text + f"; {self.seconds:.1f} s"
+
+
+def collect(stores: Stores, *, grace: float, now: float | None = None, full: bool = False,
+            dry_run: bool = False, progress: Progress | None = None) -> GcReport:
+    """One gc of the origin (see the module's docstring)."""
+    started = time.monotonic()
+    now = time.time() if now is None else now
+    references = stores.manifests.references
+    report = GcReport(dry_run=dry_run, full=full or not references.built(), grace=grace)
+    if report.full:
+        candidates = _full_pass(stores, report, now)
+    else:
+        candidates = [(path, since, False) for path, since in references.dropped()]
+    report.looked_at = len(candidates)
+    tick = progress or (lambda *_: None)
+
+    def one(candidate: tuple[str, float, bool]) -> tuple[str, int | None, str]:
+        path, since, urgent = candidate
+        if references.holders(path):
+            if not dry_run:
+                references.forget_dropped(path)
+            return path, None, "named"
+        if not urgent and since > now - grace:
+            return path, None, "waiting"
+        if dry_run:
+            return path, stores.origin.size(path) or 0, "removed"
+        freed = reclaim(stores.origin, references, path)
+        references.forget_dropped(path)
+        return path, freed, "removed" if freed is not None else "named"
+
+    urgent = {path for path, _, taken_down in candidates if taken_down}
+    with ThreadPoolExecutor(THREADS) as pool:
+        for done, (path, freed, outcome) in enumerate(pool.map(one, candidates)):
+            tick("origin", done + 1, len(candidates))
+            if outcome == "named":
+                report.named += 1
+            elif outcome == "waiting":
+                report.waiting += 1
+            elif freed:
+                report.removed += 1
+                report.removed_bytes += freed
+                report.taken_down += path in urgent
+                report.paths.append(path)
+    report.paths.sort()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _full_pass(stores: Stores, report: GcReport, now: float
+               ) -> list[tuple[str, float, bool]]:
+    """Every record and every variant, compared; the claims set right. Returns candidates:
+    (path, unnamed since, a tombstone's)."""
+    references = stores.manifests.references
+    named: dict[str, set[str]] = {}  # variant path -> digests of the sources naming it
+    gone: set[str] = set()  # variants of tombstones
+    for record in stores.manifests.everything():
+        report.manifests += 1
+        if isinstance(record, Manifest):
+            digest = key_digest(record.key)
+            for variant in record.variants:
+                named.setdefault(variant.path, set()).add(digest)
+        elif isinstance(record, Tombstone):
+            gone.update(record.variants)
+    claims: dict[str, set[str]] = {}
+    for path, digest, when in references.claimed():
+        claims.setdefault(path, set()).add(digest)
+        if digest not in named.get(path, ()) and when < now - STALE_CLAIM:
+            report.claims_removed += 1
+            if not report.dry_run:
+                references.release_digest(digest, path)
+    for path, digests in named.items():
+        for digest in digests - claims.get(path, set()):
+            report.claims_added += 1
+            if not report.dry_run:
+                references.claim_digest(digest, path)
+    dropped = dict(references.dropped())
+    candidates: list[tuple[str, float, bool]] = []
+    for key, written in sharded(stores.origin, stores.layout):
+        path = str(key)
+        if not stores.layout.holds(path):
+            continue  # an original, or a file of another kind: never a variant
+        report.listed += 1
+        since = max(written, dropped.pop(path, 0.0))
+        if path not in named:
+            candidates.append((path, since, path in gone))
+    if not report.dry_run:
+        for path in dropped:  # markers of variants no longer there
+            references.forget_dropped(path)
+        references.mark_built()
+    return candidates
+
+
+def gc(settings: Settings, *, grace: float | None = None, now: float | None = None,
+       full: bool = False, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
+    """gc of the origin, then of this machine's tiers when it has them (``cache_state``
+    holds a warm index). ``grace`` defaults to the ``gc_grace`` setting."""
+    from imgwarm.cache.collect import collect_tiers  # the tiers' part: only on a cache server
+
+    grace = settings.store.grace() if grace is None else grace
+    now = time.time() if now is None else now
+    report = collect(Stores.for_settings(settings.store), grace=grace, now=now, full=full,
+                     dry_run=dry_run, progress=progress)
+    started = time.monotonic()
+    report.tiers = collect_tiers(settings, grace=grace, now=now, dry_run=dry_run)
+    report.seconds += time.monotonic() - started
+    return report

@@ -1,0 +1,117 @@
+"""References: which sources name each variant, and since when a variant is named by none,
+kept beside the manifests so that ``delete`` and ``gc`` never have to read every manifest.
+
+    refs/<variant path>/<key digest>   a source (by its manifest's digest) names the variant
+    dropped/<variant path>             a manifest stopped naming it; written at that time
+    references.json                    every manifest's markers are there (see ``build``)
+
+Markers are made or removed whole, never edited, so writers on many machines cannot lose one
+another's. A source claims its markers before it writes its variants and its manifest, and
+releases them only after its next manifest (or its tombstone) is written: a manifest that
+names a variant always has its marker. ``reclaim`` closes the one gap left, a source that
+claims a variant at the moment it is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import PurePosixPath
+
+from imgwarm.store.base import Store
+from imgwarm.store.layout import Layout
+from imgwarm.store.listing import sharded
+from imgwarm.store.local import LocalStore
+
+REFS, DROPPED, BUILT = "refs", "dropped", "references.json"
+S3_THREADS = 8  # marker writes in flight for one source
+
+
+def key_digest(key: str) -> str:
+    """A source key's digest: its manifest's name, and its marker's (surrogateescape: a file
+    name that is not UTF-8 is still a key)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+class References:
+    def __init__(self, store: Store, layout: Layout) -> None:
+        self.store = store
+        self.layout = layout
+        self.local = isinstance(store, LocalStore)
+        self._built = False
+
+    def _each(self, call: Callable[[str], object], items: Iterable[str]) -> None:
+        """``call`` on every variant path: in threads where each is a round trip (S3). A
+        path without a variant's shape (a manifest written by hand) is none of gc's: skipped."""
+        listed = [path for path in items if self.layout.holds(path)]
+        if self.local or len(listed) < 2:
+            for item in listed:
+                call(item)
+            return
+        with ThreadPoolExecutor(min(S3_THREADS, len(listed))) as pool:
+            list(pool.map(call, listed))
+
+    # --- who names a variant ------------------------------------------------------------------
+
+    def claim(self, key: str, paths: Iterable[str]) -> None:
+        """Say that ``key``'s source names these variants (before they are written)."""
+        digest = key_digest(key)
+        self._each(lambda p: self.claim_digest(digest, p), paths)
+
+    def release(self, key: str, paths: Iterable[str]) -> None:
+        """Say that ``key``'s source no longer names these (after its next record is written)."""
+        digest = key_digest(key)
+        self._each(lambda p: self.release_digest(digest, p), paths)
+
+    def claim_digest(self, digest: str, path: str) -> None:
+        self.store.write(f"{REFS}/{path}/{digest}", b"")
+
+    def release_digest(self, digest: str, path: str) -> None:
+        self._unmark(f"{REFS}/{path}/{digest}")
+
+    def _unmark(self, marker: str) -> None:
+        self.store.delete(marker)
+        if isinstance(self.store, LocalStore):  # an empty folder would still count an entry
+            self.store.prune(str(PurePosixPath(marker).parent))
+
+    def holders(self, path: str) -> set[str]:
+        """The digests of the sources that name the variant at ``path``."""
+        return {found.name for found in self.store.files(f"{REFS}/{path}")}
+
+    def claimed(self) -> Iterator[tuple[str, str, float]]:
+        """Every marker: (variant path, source digest, when it was written)."""
+        for marker, when in sharded(self.store, self.layout, REFS):
+            yield str(PurePosixPath(*marker.parts[1:-1])), marker.name, when
+
+    # --- variants named by none ---------------------------------------------------------------
+
+    def note_dropped(self, paths: Iterable[str]) -> None:
+        """These variants just lost a reference: gc looks at them after its grace period."""
+        self._each(lambda p: self.store.write(f"{DROPPED}/{p}", b"", replace=True), paths)
+
+    def dropped(self) -> Iterator[tuple[str, float]]:
+        """Variants that lost a reference, and when they last did."""
+        for marker, when in sharded(self.store, self.layout, DROPPED):
+            yield str(PurePosixPath(*marker.parts[1:])), when
+
+    def forget_dropped(self, path: str) -> None:
+        self._unmark(f"{DROPPED}/{path}")
+
+    # --- markers for manifests made before them -------------------------------------------------
+
+    def built(self) -> bool:
+        """Whether every manifest's markers are there (a store made by an imgwarm before
+        references has manifests without them: ``gc`` builds them once)."""
+        if not self._built:
+            self._built = self.store.exists(BUILT)
+        return self._built
+
+    def mark_built(self) -> None:
+        body = json.dumps({"built": time.time(), "by": os.getpid()}).encode()
+        self.store.write(BUILT, body, replace=True)
+        self._built = True
+

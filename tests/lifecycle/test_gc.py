@@ -1,0 +1,112 @@
+"""``imgwarm gc``: variants no manifest names go after the grace period (a clock set by the
+test), from the origin (local, and S3 over moto's HTTP server) and from the tiers; a dry run
+changes nothing; a full pass finds what no reference says."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from imgwarm.lifecycle.gc import gc
+from imgwarm.manifest import Manifest
+from imgwarm.store.references import key_digest
+from tests.cache.conftest import Site
+from tests.conftest import Cli
+from tests.lifecycle.conftest import by_key, claims, in_origin, stores
+
+DAY = 86400.0
+pytestmark = pytest.mark.usefixtures("ram")
+
+
+def remade_narrower(site: Site) -> tuple[set[str], set[str]]:
+    """Every source made again without its 1280 width: (old paths no manifest names now,
+    paths the new manifests name)."""
+    before = {v.path for m in site.manifests() for v in m.variants}
+    site.settings = site.settings.updated(widths="320,640")
+    for name in sorted(by_key(site)):
+        site.add(name, seed=int(name.split("-")[1].split(".")[0]))
+    after = {v.path for m in site.manifests() for v in m.variants}
+    assert before - after
+    return before - after, after
+
+
+def present(site: Site, paths: set[str]) -> set[str]:
+    origin = stores(site).origin
+    return {p for p in paths if origin.exists(p)}
+
+
+def test_old_variants_go_only_after_the_grace_period(site: Site) -> None:
+    old, new = remade_narrower(site)
+    now = time.time()
+    report = gc(site.settings, now=now)
+    assert (report.removed, report.waiting) == (0, len(old))
+    assert present(site, old) == old
+
+    dry = gc(site.settings, now=now + 8 * DAY, dry_run=True)
+    assert set(dry.paths) == old and dry.removed == len(old) and dry.dry_run
+    sizes = stores(site).origin
+    assert dry.removed_bytes == sum(sizes.size(p) or 0 for p in old) > 0
+    assert present(site, old) == old  # a dry run changes nothing
+
+    done = gc(site.settings, now=now + 8 * DAY)
+    assert set(done.paths) == old and done.removed_bytes == dry.removed_bytes
+    assert present(site, old) == set() and present(site, new) == new
+    again = gc(site.settings, now=now + 9 * DAY)
+    assert (again.removed, again.looked_at) == (0, 0)  # nothing left to look at
+
+
+def test_a_full_pass_finds_orphans_and_sets_the_references_right(site: Site) -> None:
+    s = stores(site)
+    named = by_key(site)["photo-0.jpg"]
+    orphan = str(s.place("orphan.0123456789abcdef.webp"))
+    s.origin.write(orphan, b"RIFF left by a writer killed before its manifest")
+    s.manifests.references.claim("up/never-finished.jpg", [orphan])  # its claim, stale later
+    first = gc(site.settings)  # the first gc of a store is a full pass: the orphan is young
+    assert first.full and first.removed == 0 and s.origin.exists(orphan)
+    lost = named.variants[0].path
+    s.manifests.references.release(named.key, [lost])  # a claim lost (as by hand)
+    later = time.time() + 8 * DAY
+
+    quick = gc(site.settings, now=later)  # the references say nothing of the orphan
+    assert not quick.full and (quick.looked_at, quick.removed) == (0, 0)
+    report = gc(site.settings, now=later + 2 * 3600, full=True)  # the claim is stale now
+    assert report.claims_added == 1 and report.claims_removed == 1
+    assert report.paths == [orphan] and not s.origin.exists(orphan)
+    assert (lost, key_digest(named.key)) in claims(site)
+    assert s.origin.exists(lost) and in_origin(site, named) == {v.path for v in named.variants}
+
+
+def test_tiers_keep_unnamed_variants_until_the_grace_period(site: Site) -> None:
+    site.settings = site.settings.updated(drop_gone=False)
+    site.warm()
+    old, new = remade_narrower(site)
+    site.warm()
+    assert old <= site.in_tier("nvme")  # drop_gone off: warm leaves them
+    now = time.time()
+    early = gc(site.settings, now=now)
+    assert early.tiers is not None and early.tiers["nvme"]["removed"] == 0
+    late = gc(site.settings, now=now + 8 * DAY)
+    assert late.tiers is not None and set(late.tiers["nvme"]["paths"]) == old
+    assert site.in_tier("nvme") == new and not site.in_tier("ram") & old
+    assert present(site, old) == set()
+    assert site.warm().nvme.copied == 0  # the index agrees with the tiers
+
+
+def test_the_command(site: Site) -> None:
+    old, _ = remade_narrower(site)
+    later = str(time.time() + 8 * DAY)
+    bad = Cli()("gc", "--grace", "soon", env=site.env())
+    assert bad.exit_code == 2 and "--grace" in bad.stderr
+    dry = Cli()("gc", "--dry-run", "--now", later, env=site.env())
+    assert dry.exit_code == 0, dry.stderr
+    assert {line.split()[-1] for line in dry.stdout.splitlines()
+            if line.startswith("would remove ")} == old
+    assert present(site, old) == old
+    done = Cli()("gc", "--json", "--grace", "0", env=site.env())
+    assert done.exit_code == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert set(found["paths"]) == old and found["removed"] == len(old)
+    assert present(site, old) == set()
+    assert all(isinstance(m, Manifest) for m in site.manifests())
