@@ -28,6 +28,10 @@ echo
 echo "Warming the cache tiers:"
 .venv/bin/imgwarm warm || status=$?
 echo
+echo "Collecting variants no manifest names any more (a settings change leaves them; they go"
+echo "after the 7-day grace period, while cached HTML may still name them):"
+.venv/bin/imgwarm gc || status=$?
+echo
 echo "Writing a gallery of them, its pages file and the nginx config that serves it all (RAM"
 echo "tier, then NVMe, then the origin; the page with its hero's preload Link):"
 mkdir -p var/log
@@ -48,6 +52,8 @@ echo "    include $(pwd)/var/gallery/nginx.conf;"
 echo "then open http://127.0.0.1:8080/; warm from its log with"
 echo "    IMGWARM_ACCESS_LOGS=$(pwd)/var/log/access.log .venv/bin/imgwarm warm"
 echo "One image's tag:  .venv/bin/imgwarm picture <source file>    All options: .venv/bin/imgwarm --help"
+echo "Take a photo down everywhere: .venv/bin/imgwarm delete <source file>  (then imgwarm warm"
+echo "    on each cache server removes it from the tiers: nginx answers 404)"
 echo "Each file just good enough (SSIMULACRA2 75, slower): .venv/bin/imgwarm optimize FOLDER \\"
 echo "    --webp-quality auto --jpeg-quality auto --report-quality"
 exit $status

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.formats import OUTPUTS
-from imgwarm.manifest import Manifest, Variant
+from imgwarm.manifest import Manifest, Tombstone, Variant
 from imgwarm.serve.confsafe import ConfigValueError, checked, quoted
 from imgwarm.store import Stores
 from imgwarm.store.origin import local_key
@@ -105,6 +105,8 @@ def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
     found = []
     for page, sources in pages.items():
         manifest = find_manifest(stores, sources[0])
+        if manifest is None and _deleted(stores, sources[0]):
+            continue  # its hero was taken down: no preload (the page may still be served)
         if manifest is None:
             raise PagesError(f"page {page!r}: no manifest for source {sources[0]!r} "
                              "(optimize it first, or name it as the manifest store does)")
@@ -128,6 +130,12 @@ def preferred(manifest: Manifest) -> list[Variant]:
         if variants:
             return variants
     return []
+
+
+def _deleted(stores: Stores, source: str) -> bool:
+    """Whether the source was deleted (``imgwarm delete`` left its tombstone)."""
+    keys = [source] + ([local_key(Path(source))] if not source.startswith("/") else [])
+    return any(isinstance(stores.manifests.record(k), Tombstone) for k in keys)
 
 
 def find_manifest(stores: Stores, source: str) -> Manifest | None:

@@ -151,3 +151,14 @@ def test_a_manifest_naming_an_original_never_removes_it(site: Site) -> None:
     assert "up/ad-9/keep.jpg" not in done.removed + done.kept
     assert s.origin.read("up/ad-9/keep.jpg") == b"an original the application keeps"
     assert in_origin(site, manifest) == set()
+
+
+def test_a_page_whose_hero_was_deleted_loses_its_preload_not_the_config(site: Site) -> None:
+    from imgwarm.serve.pages import PagesError, preloads
+
+    gone, kept = by_key(site)["photo-0.jpg"], by_key(site)["photo-1.jpg"]
+    delete(gone.key, stores(site))
+    found = preloads({"/ad/0/": [gone.key], "/ad/1/": [kept.key]}, stores(site), prefix="/")
+    assert len(found) == 1 and kept.variants[0].path.split("/")[0] in str(found[0])
+    with pytest.raises(PagesError, match="no manifest"):  # never made: still an error
+        preloads({"/ad/2/": ["up/never.jpg"]}, stores(site), prefix="/")
