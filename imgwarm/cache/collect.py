@@ -28,8 +28,9 @@ def collect_tiers(settings: Settings, *, grace: float, now: float,
         try:
             rows = index.unreferenced_before(now - grace, now)
             found: dict[str, Any] = {}
-            for number, tier in enumerate(tiers, start=1):
-                held = {p: size for p, (size, *states) in rows.items() if states[number - 1]}
+            for tier in tiers:
+                column = 1 if tier.name == "ram" else 2  # (bytes, RAM state, NVMe state)
+                held = {p: row[0] for p, row in rows.items() if row[column]}
                 evict(index, tier, held, dry_run=dry_run)
                 found[tier.name] = {"removed": len(held), "bytes": sum(held.values()),
                                     "paths": sorted(held)}

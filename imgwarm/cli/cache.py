@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.report import bars
 
 if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
@@ -103,24 +103,10 @@ def _once(settings: Any, logs: list[str] | None, log_format: str | None,
     from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.text import printable
 
-    bar = _bar() if sys.stderr.isatty() and not as_json else None
-    tasks: dict[str, Any] = {}
-
-    def progress(tier: str, done: int, total: int) -> None:
-        if bar is not None:
-            if tier not in tasks:
-                tasks[tier] = bar.add_task("copying", total=total)
-            bar.update(tasks[tier], completed=done, total=total)
-
     try:
-        if bar is not None:
-            bar.start()
-        try:
+        with bars(as_json, "copying") as progress:
             report = run(settings, access_logs=logs, log_format=log_format, hot_list=hot_list,
                          full=full, dry_run=dry_run, progress=progress)
-        finally:
-            if bar is not None:
-                bar.stop()
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
     except ImgwarmError as error:
@@ -128,11 +114,3 @@ def _once(settings: Any, logs: list[str] | None, log_format: str | None,
         return None
     click.echo(json_text(report.to_object()) if as_json else report.line())
     return report
-
-
-def _bar() -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress
-
-    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
-                    console=Console(stderr=True), transient=True)

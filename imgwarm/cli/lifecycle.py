@@ -3,15 +3,13 @@ reclaimed after a grace period."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.report import bars
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -45,7 +43,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
     stores = Stores.for_settings(settings.store)
     resolved = [_resolve(key, stores) for key in keys]
     failed = freed = 0
-    with _bar(len(resolved), "deleting", as_json) as tick:
+    with bars(as_json, "deleting") as progress:
         for number, key in enumerate(resolved, start=1):
             try:
                 done = run(key, stores, original=original)
@@ -59,7 +57,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
             else:
                 freed += done.freed
                 click.echo(json_text(done.to_object()) if as_json else printable(done.line()))
-            tick(number)
+            progress("origin", number, len(resolved))
     if not as_json:
         click.echo(f"{len(resolved)} source(s): {len(resolved) - failed} deleted, {failed} "
                    f"failed; {freed / (1 << 20):,.1f} MiB freed in the origin", err=True)
@@ -117,24 +115,10 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         seconds = grace_seconds(grace) if grace is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--grace") from None
-    bar = _progress(as_json)
-    tasks: dict[str, Any] = {}
-
-    def progress(part: str, done: int, total: int) -> None:
-        if bar is not None:
-            if part not in tasks:
-                tasks[part] = bar.add_task("looking", total=total)
-            bar.update(tasks[part], completed=done, total=total)
-
     try:
-        if bar is not None:
-            bar.start()
-        try:
+        with bars(as_json, "looking") as progress:
             report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
                          progress=progress)
-        finally:
-            if bar is not None:
-                bar.stop()
     except SettingsError as error:
         raise click.UsageError(str(error)) from None
     except ImgwarmError as error:
@@ -147,29 +131,3 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
             click.echo(f"{'would remove' if dry_run else 'removed'} {path}")
         click.echo(report.line())
     ctx.exit(EXIT_OK)
-
-
-def _progress(as_json: bool) -> Any:
-    if as_json or not sys.stderr.isatty():
-        return None
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress
-
-    return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
-                    console=Console(stderr=True), transient=True)
-
-
-@contextlib.contextmanager
-def _bar(total: int, what: str, as_json: bool) -> Iterator[Callable[[int], None]]:
-    """A progress bar over ``total`` items on a terminal (a call with how many are done);
-    nothing elsewhere."""
-    bar = _progress(as_json)
-    if bar is None:
-        yield lambda done: None
-        return
-    bar.start()
-    task = bar.add_task(what, total=total)
-    try:
-        yield lambda done: bar.update(task, completed=done)
-    finally:
-        bar.stop()

@@ -3,8 +3,9 @@ terminal."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,28 @@ def _progress_bar() -> Any:
     return Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
                     TimeRemainingColumn(), console=Console(stderr=True), transient=True,
                     redirect_stdout=False, redirect_stderr=False)
+
+
+@contextlib.contextmanager
+def bars(as_json: bool, doing: str) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback, ``(part, done, total)``, that draws a bar a part on a terminal
+    (and nothing with ``--json`` or elsewhere), for a long run of a library call."""
+    bar = _progress_bar() if sys.stderr.isatty() and not as_json else None
+    if bar is None:
+        yield lambda *_: None
+        return
+    tasks: dict[str, Any] = {}
+
+    def progress(part: str, done: int, total: int) -> None:
+        if part not in tasks:
+            tasks[part] = bar.add_task(f"{doing} ({part})", total=total)
+        bar.update(tasks[part], completed=done, total=total)
+
+    bar.start()
+    try:
+        yield progress
+    finally:
+        bar.stop()
 
 
 def quality_lines(manifest: Manifest) -> list[str]:

@@ -77,6 +77,20 @@ def _message(key: str, error: Any) -> str:
     return f"{key}: {type(error).__name__}: {error}"
 
 
+def _ended(job: str, settings: Settings, doing: str, timeout: float | None
+           ) -> tuple[AsyncResult, Any]:
+    """Wait for a job's end: its result (a TimeoutError when the wait ran out first)."""
+    result = AsyncResult(job, app=client_app(settings))
+
+    def get() -> Any:
+        try:
+            return result.get(timeout=timeout, propagate=False, interval=0.2)
+        except CeleryTimeout:
+            return TimeoutError("not ended when the wait ran out (it may still run)")
+
+    return result, _broker(settings, doing, get)
+
+
 @dataclass(frozen=True)
 class Job:
     """A key on the queue."""
@@ -87,15 +101,7 @@ class Job:
 
     def wait(self, timeout: float | None = None) -> SourceResult:
         """Block until the job ends: its manifest, or the reason it failed."""
-        result = AsyncResult(self.id, app=client_app(self.settings))
-
-        def get() -> Any:
-            try:
-                return result.get(timeout=timeout, propagate=False, interval=0.2)
-            except CeleryTimeout:
-                return TimeoutError("not ended when the wait ran out (it may still run)")
-
-        value = _broker(self.settings, f"waiting for {self.key}", get)
+        result, value = _ended(self.id, self.settings, f"waiting for {self.key}", timeout)
         if isinstance(value, TimeoutError):
             return SourceResult(self.key, error=f"{self.key}: {value}")
         if result.state == celery_states.SUCCESS:
@@ -162,15 +168,8 @@ class DeleteJob:
     def wait(self, timeout: float | None = None) -> dict[str, Any]:
         """Block until it ends: what it removed (``Deletion.to_object``), or ``{"key", "ok":
         False, "error"}``."""
-        result = AsyncResult(self.id, app=client_app(self.settings))
-
-        def get() -> Any:
-            try:
-                return result.get(timeout=timeout, propagate=False, interval=0.2)
-            except CeleryTimeout:
-                return TimeoutError("not ended when the wait ran out (it may still run)")
-
-        value = _broker(self.settings, f"waiting for the delete of {self.key}", get)
+        result, value = _ended(self.id, self.settings, f"waiting for the delete of {self.key}",
+                               timeout)
         if isinstance(value, TimeoutError):
             return {"key": self.key, "ok": False, "error": f"{self.key}: {value}"}
         if result.state == celery_states.SUCCESS:
