@@ -38,6 +38,7 @@ import simplejpeg
 from PIL import Image
 
 from imgwarm.store.changes import FOLDER as JOURNAL
+from imgwarm.store.references import DROPPED, REFS
 from tests import hostile
 from tests.images import Credits, jpeg_with_exif, photo, stored_for_orientation
 
@@ -419,8 +420,9 @@ def _check_outputs(workdir: Path, results: dict[str, dict[str, Any]]) -> list[st
         if origin.exists() else set()
     for leftover in sorted(present - set(expected))[:5]:
         findings.append(f"leftover file in the origin: {leftover}")
-    manifest_files = [p for p in manifests.rglob("*") if p.is_file()
-                      and p.relative_to(manifests).parts[0] != JOURNAL] \
+    manifest_files = [p for p in manifests.rglob("*.json") if p.is_file()
+                      and p.relative_to(manifests).parts[0] not in (JOURNAL, REFS, DROPPED)
+                      and p.parent != manifests] \
         if manifests.exists() else []
     if len(manifest_files) != sum(1 for r in results.values() if r["ok"]):
         findings.append(f"{len(manifest_files)} manifests for "
