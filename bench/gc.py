@@ -2,7 +2,8 @@
 S3 (moto's server over HTTP), against a walking collector for the local case.
 
     usual   ``imgwarm gc --grace 0``: the variants that lost a reference (dropped/ markers),
-            each checked against the claims and removed.
+            each checked against the claims (locally one look-up each; on S3, past one
+            candidate a top folder, one listing of the claims before and one after), removed.
     full    ``imgwarm gc --full --grace 0``: every manifest read, every variant listed (S3: the
             shard folders' listings in parallel pages), compared, removed.
     walk    (local) what a collector without references does, ``find -newer``-style: find(1)
@@ -14,7 +15,7 @@ run once a day finds them); files/s is the origin's variants over the run's time
 collector has to answer for), removed/s the variants it removed.
 
 Usage (root for drop_caches; a quiet machine: no tests, no other sessions):
-    .venv/bin/python bench/gc.py                                   # local 25k,100k; S3 10k,20k
+    .venv/bin/python bench/gc.py                          # local 10k,30k,100k; S3 10k,30k
     .venv/bin/python bench/gc.py --local 100000 --s3 0
 """
 
@@ -94,79 +95,93 @@ def walk_gc(origin: Path, manifests: Path) -> int:
     return len(gone)
 
 
-def local(sizes: list[int], work: Path) -> list[dict[str, Any]]:
-    rows = []
-    for size in sizes:
-        template = work / f"template-{size}"
-        settings = Settings().updated(origin_root=template / "origin",
-                                      manifest_root=template / "manifest", fsync=False)
-        started = time.perf_counter()
-        unnamed = populate(settings, size)
-        built = time.perf_counter() - started
-        (template / "origin" / ".stamp").touch()
-        row: dict[str, Any] = {"origin": "local", "variants": size, "unnamed": unnamed,
-                               "populate_s": round(built, 1)}
-        for mode in ("usual", "full", "walk"):
-            run = work / "run"
-            shutil.rmtree(run, ignore_errors=True)
-            subprocess.run(["cp", "-a", str(template), str(run)], check=True)
-            quiet_caches()
-            env = {**os.environ, "IMGWARM_ORIGIN_ROOT": str(run / "origin"),
-                   "IMGWARM_MANIFEST_ROOT": str(run / "manifest"),
-                   "IMGWARM_CACHE_STATE": str(run / "state")}
-            if mode == "walk":
-                started = time.perf_counter()
-                removed = walk_gc(run / "origin", run / "manifest")
-                took = time.perf_counter() - started
-            else:
-                if mode == "usual":  # the references were built by an earlier gc
-                    timed([str(IMGWARM), "gc", "--grace", "7d"], env)
-                    quiet_caches()
-                took, out = timed([str(IMGWARM), "gc", "--json", "--grace", "0",
-                                   *(["--full"] if mode == "full" else [])], env)
-                removed = json.loads(out)["removed"]
+def template(size: int, work: Path) -> tuple[Path, int]:
+    """An origin and manifest store of ``size`` variants, 10% unnamed, made with imgwarm's
+    local stores (the S3 runs load the same files into the bucket)."""
+    folder = work / f"template-{size}"
+    settings = Settings().updated(origin_root=folder / "origin",
+                                  manifest_root=folder / "manifest", fsync=False)
+    started = time.perf_counter()
+    unnamed = populate(settings, size)
+    print(json.dumps({"size": size, "populate_s": round(time.perf_counter() - started, 1)}),
+          file=sys.stderr)
+    (folder / "origin" / ".stamp").touch()
+    return folder, unnamed
+
+
+def measured(size: int, removed: int, took: float) -> dict[str, Any]:
+    return {"s": round(took, 2), "files_per_s": round(size / took),
+            "removed_per_s": round(removed / took)}
+
+
+def gc_command(env: dict[str, str], mode: str, unnamed: int) -> tuple[float, int]:
+    """``imgwarm gc`` timed (for the usual mode, after a first gc that built the references
+    and found every variant within its grace period)."""
+    if mode == "usual":
+        timed([str(IMGWARM), "gc", "--grace", "7d"], env)
+        quiet_caches()
+    took, out = timed([str(IMGWARM), "gc", "--json", "--grace", "0",
+                       *(["--full"] if mode == "full" else [])], env)
+    removed = json.loads(out)["removed"]
+    assert removed == unnamed, (mode, removed, unnamed)
+    return took, removed
+
+
+def local(size: int, folder: Path, unnamed: int, work: Path) -> dict[str, Any]:
+    row: dict[str, Any] = {"origin": "local", "variants": size, "unnamed": unnamed}
+    for mode in ("usual", "full", "walk"):
+        run = work / "run"
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(folder), str(run)], check=True)
+        quiet_caches()
+        env = {**os.environ, "IMGWARM_ORIGIN_ROOT": str(run / "origin"),
+               "IMGWARM_MANIFEST_ROOT": str(run / "manifest"),
+               "IMGWARM_CACHE_STATE": str(run / "state")}
+        if mode == "walk":
+            started = time.perf_counter()
+            removed = walk_gc(run / "origin", run / "manifest")
+            took = time.perf_counter() - started
             assert removed == unnamed, (mode, removed, unnamed)
-            row[mode] = {"s": round(took, 2), "files_per_s": round(size / took),
-                         "removed_per_s": round(removed / took)}
-            print(json.dumps({"size": size, mode: row[mode]}), file=sys.stderr)
-        rows.append(row)
-        shutil.rmtree(template)
-    return rows
+        else:
+            took, removed = gc_command(env, mode, unnamed)
+        row[mode] = measured(size, removed, took)
+        print(json.dumps({"size": size, "local": mode, **row[mode]}), file=sys.stderr)
+    shutil.rmtree(work / "run", ignore_errors=True)
+    return row
 
 
-def s3(sizes: list[int]) -> list[dict[str, Any]]:
-    sys.path.insert(0, str(HERE.parent))
-    from tests.servers import AWS, S3Server
+def load_bucket(folder: Path, bucket: str) -> None:
+    """The template's files into the bucket, straight into moto's backend (this process
+    runs the server): the setup is not what is measured, and over HTTP it takes longer than
+    the runs themselves. Manifests go under .imgwarm/manifests/ as on S3 (the local journal
+    aside: gc does not read it)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
 
-    os.environ.update(AWS)
-    server = S3Server()
-    rows = []
-    try:
-        for size in sizes:
-            row: dict[str, Any] = {"origin": "s3", "variants": size}
-            for mode in ("usual", "full"):
-                bucket = server.new_bucket()
-                values = {"origin": "s3", "s3_bucket": bucket, "s3_endpoint_url": server.endpoint,
-                          "s3_region": "us-east-1"}
-                settings = Settings().updated(**values)
-                started = time.perf_counter()
-                row["unnamed"] = populate(settings, size)
-                row["populate_s"] = round(time.perf_counter() - started, 1)
-                env = {**os.environ, **{f"IMGWARM_{k.upper()}": v for k, v in values.items()},
-                       "IMGWARM_CACHE_STATE": "/var/tmp/imgwarm-bench-gc-none"}
-                if mode == "usual":
-                    timed([str(IMGWARM), "gc", "--grace", "7d"], env)
-                took, out = timed([str(IMGWARM), "gc", "--json", "--grace", "0",
-                                   *(["--full"] if mode == "full" else [])], env)
-                removed = json.loads(out)["removed"]
-                assert removed == row["unnamed"], (mode, removed)
-                row[mode] = {"s": round(took, 2), "files_per_s": round(size / took),
-                             "removed_per_s": round(removed / took)}
-                print(json.dumps({"size": size, mode: row[mode]}), file=sys.stderr)
-            rows.append(row)
-    finally:
-        server.stop()
-    return rows
+    from imgwarm.store.origin import S3_MANIFEST_FOLDER
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for part, prefix in (("origin", ""), ("manifest", S3_MANIFEST_FOLDER)):
+        root = folder / part
+        for found in root.rglob("*"):
+            key = found.relative_to(root).as_posix()
+            if found.is_file() and not key.startswith((".", "changes/")):
+                backend.put_object(bucket, prefix + key, found.read_bytes())
+
+
+def s3(size: int, folder: Path, unnamed: int, server: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"origin": "s3", "variants": size, "unnamed": unnamed}
+    for mode in ("usual", "full"):
+        bucket = server.new_bucket()
+        load_bucket(folder, bucket)
+        values = {"origin": "s3", "s3_bucket": bucket, "s3_endpoint_url": server.endpoint,
+                  "s3_region": "us-east-1"}
+        env = {**os.environ, **{f"IMGWARM_{k.upper()}": v for k, v in values.items()},
+               "IMGWARM_CACHE_STATE": "/var/tmp/imgwarm-bench-gc-none"}
+        took, removed = gc_command(env, mode, unnamed)
+        row[mode] = measured(size, removed, took)
+        print(json.dumps({"size": size, "s3": mode, **row[mode]}), file=sys.stderr)
+    return row
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -185,19 +200,33 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--local", default="25000,100000", help="origin sizes (0: none)")
-    parser.add_argument("--s3", default="10000,20000", help="origin sizes on moto (0: none)")
+    parser.add_argument("--local", default="10000,30000,100000", help="origin sizes (0: none)")
+    parser.add_argument("--s3", default="10000,30000", help="origin sizes on moto (0: none)")
     args = parser.parse_args()
+    local_sizes = [int(n) for n in args.local.split(",") if n != "0"]
+    s3_sizes = [int(n) for n in args.s3.split(",") if n != "0"]
     work = Path("/var/tmp/imgwarm-bench-gc")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     rows = []
+    server = None
     try:
-        if args.local != "0":
-            rows += local([int(n) for n in args.local.split(",")], work)
-        if args.s3 != "0":
-            rows += s3([int(n) for n in args.s3.split(",")])
+        if s3_sizes:
+            sys.path.insert(0, str(HERE.parent))
+            from tests.servers import AWS, S3Server
+
+            os.environ.update(AWS)
+            server = S3Server()
+        for size in sorted(set(local_sizes) | set(s3_sizes)):
+            folder, unnamed = template(size, work)
+            if size in local_sizes:
+                rows.append(local(size, folder, unnamed, work))
+            if size in s3_sizes:
+                rows.append(s3(size, folder, unnamed, server))
+            shutil.rmtree(folder)
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(table(rows))
     out = HERE / "results" / "gc.json"

@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imgwarm.config import Settings
-from imgwarm.lifecycle.reclaim import reclaim
+from imgwarm.lifecycle.reclaim import reclaim, reclaim_listed
 from imgwarm.manifest import Manifest, Tombstone
 from imgwarm.store import Stores
-from imgwarm.store.listing import sharded
+from imgwarm.store.listing import listed_times, sharded, written
 from imgwarm.store.references import key_digest
 
 STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
 THREADS = 16  # candidates looked at in flight (each a few round trips on S3)
 Progress = Callable[[str, int, int], None]
+Candidate = tuple[str, float, bool]  # variant path, unnamed since, a tombstone's (no grace)
 
 
 @dataclass
@@ -79,22 +80,38 @@ def collect(stores: Stores, *, grace: float, now: float | None = None, full: boo
     now = time.time() if now is None else now
     references = stores.manifests.references
     report = GcReport(dry_run=dry_run, full=full or not references.built(), grace=grace)
+    listed: dict[str, set[str]] | None = None  # the claims, from the full pass's listing
     if report.full:
-        candidates = _full_pass(stores, report, now)
+        candidates, listed = _full_pass(stores, report, now)
     else:
         candidates = [(path, since, False) for path, since in references.dropped()]
     report.looked_at = len(candidates)
     tick = progress or (lambda *_: None)
+    # On S3 each look-up is a request: past about one a top folder, one listing of every
+    # claim (a page a top folder, in parallel) costs less than two look-ups a candidate.
+    if not references.local and len(candidates) >= len(stores.layout.tops()):
+        _batched(stores, report, candidates, listed or references.by_variant(), now, tick)
+    else:
+        _one_by_one(stores, report, candidates, now, tick)
+    report.paths.sort()
+    report.seconds = time.monotonic() - started
+    return report
 
-    def one(candidate: tuple[str, float, bool]) -> tuple[str, int | None, str]:
+
+def _one_by_one(stores: Stores, report: GcReport, candidates: list[Candidate], now: float,
+                tick: Callable[[str, int, int], None]) -> None:
+    """Each candidate's claims looked up before and after it goes (``reclaim``)."""
+    references = stores.manifests.references
+
+    def one(candidate: Candidate) -> tuple[str, int | None, str]:
         path, since, urgent = candidate
         if references.holders(path):
-            if not dry_run:
+            if not report.dry_run:
                 references.forget_dropped(path)
             return path, None, "named"
-        if not urgent and since > now - grace:
+        if not urgent and since > now - report.grace:
             return path, None, "waiting"
-        if dry_run:
+        if report.dry_run:
             return path, stores.origin.size(path) or 0, "removed"
         freed = reclaim(stores.origin, references, path)
         references.forget_dropped(path)
@@ -104,24 +121,55 @@ def collect(stores: Stores, *, grace: float, now: float | None = None, full: boo
     with ThreadPoolExecutor(THREADS) as pool:
         for done, (path, freed, outcome) in enumerate(pool.map(one, candidates)):
             tick("origin", done + 1, len(candidates))
-            if outcome == "named":
-                report.named += 1
-            elif outcome == "waiting":
-                report.waiting += 1
-            elif freed:
-                report.removed += 1
-                report.removed_bytes += freed
-                report.taken_down += path in urgent
-                report.paths.append(path)
-    report.paths.sort()
-    report.seconds = time.monotonic() - started
-    return report
+            _count(report, path, freed, outcome, path in urgent)
+
+
+def _batched(stores: Stores, report: GcReport, candidates: list[Candidate],
+             claims: dict[str, set[str]], now: float,
+             tick: Callable[[str, int, int], None]) -> None:
+    """The claims from one listing before and one after (``reclaim_listed``)."""
+    references = stores.manifests.references
+    named = [path for path, _, _ in candidates if claims.get(path)]
+    going = [(path, urgent) for path, since, urgent in candidates
+             if not claims.get(path) and (urgent or since <= now - report.grace)]
+    report.waiting = len(candidates) - len(named) - len(going)
+    report.named = len(named)
+    paths = [path for path, _ in going]
+    counted = len(candidates) - len(paths)
+
+    def ticked(done: int) -> None:
+        tick("origin", counted + done, len(candidates))
+
+    if report.dry_run:
+        with ThreadPoolExecutor(THREADS) as pool:
+            freed: dict[str, int | None] = dict(zip(paths, pool.map(
+                lambda p: stores.origin.size(p) or 0, paths), strict=True))
+        ticked(len(paths))
+    else:
+        freed = reclaim_listed(stores.origin, references, paths, ticked)
+        with ThreadPoolExecutor(THREADS) as pool:  # gone or named: nothing left for gc
+            list(pool.map(references.forget_dropped, named + paths))
+    for path, urgent in going:
+        found = freed[path]
+        _count(report, path, found, "removed" if found is not None else "named", urgent)
+
+
+def _count(report: GcReport, path: str, freed: int | None, outcome: str, urgent: bool) -> None:
+    if outcome == "named":
+        report.named += 1
+    elif outcome == "waiting":
+        report.waiting += 1
+    elif freed:
+        report.removed += 1
+        report.removed_bytes += freed
+        report.taken_down += urgent
+        report.paths.append(path)
 
 
 def _full_pass(stores: Stores, report: GcReport, now: float
-               ) -> list[tuple[str, float, bool]]:
-    """Every record and every variant, compared; the claims set right. Returns candidates:
-    (path, unnamed since, a tombstone's)."""
+               ) -> tuple[list[Candidate], dict[str, set[str]]]:
+    """Every record and every variant, compared; the claims set right. Returns the
+    candidates (path, unnamed since, a tombstone's) and the claims (path -> digests)."""
     references = stores.manifests.references
     named: dict[str, set[str]] = {}  # variant path -> digests of the sources naming it
     gone: set[str] = set()  # variants of tombstones
@@ -133,33 +181,40 @@ def _full_pass(stores: Stores, report: GcReport, now: float
                 named.setdefault(variant.path, set()).add(digest)
         elif isinstance(record, Tombstone):
             gone.update(record.variants)
+    times = listed_times(stores.origin)  # else looked up for the few that need it
     claims: dict[str, set[str]] = {}
-    for path, digest, when in references.claimed():
+    for path, digest, when in references.claimed(times=times):
         claims.setdefault(path, set()).add(digest)
-        if digest not in named.get(path, ()) and when < now - STALE_CLAIM:
+        if digest in named.get(path, ()):
+            continue
+        if (when if times else references.written(path, digest)) < now - STALE_CLAIM:
             report.claims_removed += 1
+            claims[path].discard(digest)
             if not report.dry_run:
                 references.release_digest(digest, path)
     for path, digests in named.items():
         for digest in digests - claims.get(path, set()):
             report.claims_added += 1
+            claims.setdefault(path, set()).add(digest)
             if not report.dry_run:
                 references.claim_digest(digest, path)
     dropped = dict(references.dropped())
-    candidates: list[tuple[str, float, bool]] = []
-    for key, written in sharded(stores.origin, stores.layout):
+    candidates: list[Candidate] = []
+    for key, written_at in sharded(stores.origin, stores.layout, times=times):
         path = str(key)
         if not stores.layout.holds(path):
             continue  # an original, or a file of another kind: never a variant
         report.listed += 1
-        since = max(written, dropped.pop(path, 0.0))
+        dropped_at = dropped.pop(path, 0.0)
         if path not in named:
-            candidates.append((path, since, path in gone))
+            if not times:
+                written_at = written(stores.origin, path)
+            candidates.append((path, max(written_at, dropped_at), path in gone))
     if not report.dry_run:
         for path in dropped:  # markers of variants no longer there
             references.forget_dropped(path)
         references.mark_built()
-    return candidates
+    return candidates, claims
 
 
 def gc(settings: Settings, *, grace: float | None = None, now: float | None = None,

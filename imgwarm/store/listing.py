@@ -31,3 +31,17 @@ def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True
     with ThreadPoolExecutor(LOCAL_LISTINGS if local else S3_LISTINGS) as pool:
         for found in pool.map(listed, tops):
             yield from found
+
+
+def listed_times(store: Store) -> bool:
+    """Whether a listing gives each file's time for free (S3's pages do; a local file's
+    costs a stat, an inode read on a cold disk: ``written`` looks up only the few needed)."""
+    return not isinstance(store, LocalStore)
+
+
+def written(store: Store, key: str) -> float:
+    """When the file at ``key`` was last written; 0.0 when it is gone (removed meanwhile)."""
+    if isinstance(store, LocalStore):
+        return store.modified(key) or 0.0
+    folder = str(PurePosixPath(key).parent)  # a listing of its folder: S3 has no stat
+    return next((when for found, when in store.stamped(folder) if str(found) == key), 0.0)

@@ -168,13 +168,21 @@ class LocalStore:
         return self.path(key).is_file()
 
     def size(self, key: Key) -> int | None:
+        info = self._stat(key)
+        return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else None
+
+    def modified(self, key: Key) -> float | None:
+        """When the file at ``key`` was last written; None when there is none."""
+        info = self._stat(key)
+        return info.st_mtime if info is not None else None
+
+    def _stat(self, key: Key) -> os.stat_result | None:
         try:
-            info = os.stat(self.path(key), follow_symlinks=False)
+            return os.stat(self.path(key), follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as error:
             raise StorageError(f"cannot look up {self.path(key)}: {error.strerror}") from None
-        return info.st_size if stat.S_ISREG(info.st_mode) else None
 
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file; None when there is none. LayoutError when the file, or

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
-from imgwarm.store.listing import sharded
+from imgwarm.store.listing import sharded, written
 from imgwarm.store.local import LocalStore
 
 REFS, DROPPED, BUILT = "refs", "dropped", "references.json"
@@ -82,10 +82,22 @@ class References:
         """The digests of the sources that name the variant at ``path``."""
         return {found.name for found in self.store.files(f"{REFS}/{path}")}
 
-    def claimed(self) -> Iterator[tuple[str, str, float]]:
-        """Every marker: (variant path, source digest, when it was written)."""
-        for marker, when in sharded(self.store, self.layout, REFS):
+    def claimed(self, *, times: bool = True) -> Iterator[tuple[str, str, float]]:
+        """Every marker: (variant path, source digest, when it was written: 0.0 unless
+        ``times`` where the listing does not give it, see ``written``)."""
+        for marker, when in sharded(self.store, self.layout, REFS, times=times):
             yield str(PurePosixPath(*marker.parts[1:-1])), marker.name, when
+
+    def by_variant(self) -> dict[str, set[str]]:
+        """Every marker from one listing (in parallel pages): variant path -> digests."""
+        found: dict[str, set[str]] = {}
+        for path, digest, _ in self.claimed(times=False):
+            found.setdefault(path, set()).add(digest)
+        return found
+
+    def written(self, path: str, digest: str) -> float:
+        """When a marker was written (0.0: gone)."""
+        return written(self.store, f"{REFS}/{path}/{digest}")
 
     # --- variants named by none ---------------------------------------------------------------
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
+from imgwarm.config import Settings
 from imgwarm.lifecycle.gc import gc
 from imgwarm.manifest import Manifest
 from imgwarm.store.references import key_digest
-from tests.cache.conftest import Site
+from tests.cache.conftest import Site, synthetic
 from tests.conftest import Cli
-from tests.lifecycle.conftest import by_key, claims, in_origin, stores
+from tests.lifecycle.conftest import by_key, claims, in_origin, site_on, stores
 
 DAY = 86400.0
 pytestmark = pytest.mark.usefixtures("ram")
@@ -110,3 +112,55 @@ def test_the_command(site: Site) -> None:
     assert set(found["paths"]) == old and found["removed"] == len(old)
     assert present(site, old) == set()
     assert all(isinstance(m, Manifest) for m in site.manifests())
+
+
+def many_dropped(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
+                 ram: Path) -> tuple[Site, list[Manifest], list[Manifest]]:
+    """An S3 site whose layout has 8 top folders (16 entries a folder) and 30 sources of 3
+    opaque variants, 10 of them made again with none: 30 candidates, past one a top folder,
+    so gc lists the claims instead of looking each candidate up."""
+    site = site_on("s3", request, settings, tmp_path, ram, max_dir_entries=16)
+    made = synthetic(site, 30, seed=7, sizes=(2000, 6000))
+    s = stores(site)
+    assert len(s.layout.tops()) == 8
+    for manifest in made[:10]:
+        s.manifests.put(manifest.model_copy(update={"variants": []}))
+    return site, made[:10], made[10:]
+
+
+def paths_of(manifests: list[Manifest]) -> set[str]:
+    return {v.path for m in manifests for v in m.variants}
+
+
+def test_many_candidates_on_s3_are_checked_against_listings(
+        request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
+        ram: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site, dropped, kept = many_dropped(request, settings, tmp_path, ram)
+    gc(site.settings, grace=7 * DAY)  # the first gc: a full pass, all within the grace
+    s = stores(site)
+    old = paths_of(dropped)
+    requests: list[str] = []
+    lookups = s.manifests.references.holders
+    monkeypatch.setattr(type(s.manifests.references), "holders",
+                        lambda self, path: requests.append(path) or lookups(path))
+    dry = gc(site.settings, now=time.time() + 8 * DAY, dry_run=True)
+    assert set(dry.paths) == old and dry.removed_bytes == sum(
+        v.bytes for m in dropped for v in m.variants)
+    assert present(site, old) == old
+
+    # A source claims one of them just as it goes (an identical upload): it is put back.
+    again = sorted(old)[0]
+    delete = type(s.origin).delete
+
+    def racing(store: object, key: object) -> None:
+        delete(store, key)  # type: ignore[arg-type]
+        if str(key) == again:
+            s.manifests.references.claim("up/uploaded-meanwhile.jpg", [again])
+
+    monkeypatch.setattr(type(s.origin), "delete", racing)
+    done = gc(site.settings, now=time.time() + 8 * DAY)
+    assert not requests  # no candidate looked up one by one
+    assert set(done.paths) == old - {again} and done.named == 1
+    assert present(site, old) == {again}
+    assert s.origin.read(again) is not None and present(site, paths_of(kept)) == paths_of(kept)
+    assert not list(s.manifests.references.dropped())
