@@ -106,9 +106,13 @@ class References:
         self._each(lambda p: self.store.write(f"{DROPPED}/{p}", b"", replace=True), paths)
 
     def dropped(self) -> Iterator[tuple[str, float]]:
-        """Variants that lost a reference, and when they last did."""
+        """Variants that lost a reference, and when they last did. A marker whose path has
+        no variant's shape (made by hand: imgwarm writes none) is passed over: gc would
+        otherwise remove whatever file it names, an original included."""
         for marker, when in sharded(self.store, self.layout, DROPPED):
-            yield str(PurePosixPath(*marker.parts[1:])), when
+            path = str(PurePosixPath(*marker.parts[1:]))
+            if self.layout.holds(path):
+                yield path, when
 
     def forget_dropped(self, path: str) -> None:
         self._unmark(f"{DROPPED}/{path}")

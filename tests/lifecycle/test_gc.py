@@ -164,3 +164,16 @@ def test_many_candidates_on_s3_are_checked_against_listings(
     assert present(site, old) == {again}
     assert s.origin.read(again) is not None and present(site, paths_of(kept)) == paths_of(kept)
     assert not list(s.manifests.references.dropped())
+
+
+def test_a_marker_that_names_no_variant_never_removes_a_file(site: Site) -> None:
+    """A dropped/ marker made by hand (or by anyone who can write the manifest store) for a
+    path of another shape, say an original's under a top shard folder's name, is no
+    candidate: gc removes only what has a variant's shape."""
+    s = stores(site)
+    gc(site.settings)  # the references built
+    s.origin.write("00/ad-3/keep.jpg", b"an original the application keeps")
+    s.manifests.store.write("dropped/00/ad-3/keep.jpg", b"")
+    report = gc(site.settings, grace=0)
+    assert report.looked_at == 0 and not report.paths
+    assert s.origin.read("00/ad-3/keep.jpg") == b"an original the application keeps"
