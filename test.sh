@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them: Python packages in a virtual environment (.venv),
-# and redis-server, nginx, nghttp2-client, chromium and docker-compose through apt-get when
+# and redis-server, nginx, nghttp2-client, chromium, docker-compose and jpegtran through apt-get when
 # missing and we are root (the tests start their own servers on free ports, drive Debian's
 # Chromium with Playwright: no browser download, and check docker/ with docker-compose).
 # Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
@@ -12,6 +12,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v nghttp >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)  # checks the compose file
+command -v jpegtran >/dev/null 2>&1 || missing+=(libjpeg-turbo-progs)  # arithmetic-coded JPEGs
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "test.sh: installing ${missing[*]}" >&2

@@ -14,11 +14,13 @@ sampled every 10 ms.
                   (LANCZOS) per width, WebP and progressive optimized JPEG; a process pool of N
     (d) cwebp     `cwebp -q 80 -m 4 -resize W H SRC -o OUT` per source and width, N at a time
                   (xargs -P N): the WebP half of the work only, and no CMYK sources
+    (e) baseline  (a) from another checkout (--baseline DIR), to compare two versions
 
 Usage:
     .venv/bin/python bench/optimize.py                 # defaults: corpus photos x2, 3 runs
     .venv/bin/python bench/optimize.py --runs 5 --repeat 4
     .venv/bin/python bench/optimize.py --files a.jpg b.jpg --repeat 20
+    .venv/bin/python bench/optimize.py --only ae --baseline ../old-checkout --runs 7
 
 The Markdown table is printed and, with the raw numbers, written to bench/results/optimize.json.
 """
@@ -75,6 +77,7 @@ CONTENDERS: dict[str, str] = {
     "b": "pyvips floor",
     "c": "Pillow",
     "d": "cwebp (WebP only)",
+    "e": "imgwarm baseline",  # the same CLI from another checkout (--baseline DIR)
 }
 
 
@@ -413,6 +416,7 @@ class Plan:
     cwebp: str
     imgwarm: str
     cwebp_sources: list[Source] = field(default_factory=list)
+    baseline: Path | None = None  # a checkout of an earlier imgwarm, for contender (e)
 
     def images(self, contender: str) -> int:
         return len(self.cwebp_sources if contender == "d" else self.sources)
@@ -434,7 +438,9 @@ def _clean_env() -> dict[str, str]:
 def command(plan: Plan, contender: str, out: Path) -> tuple[list[str], dict[str, str]]:
     env = _clean_env()
     paths = [str(s.path) for s in plan.sources]
-    if contender == "a":
+    if contender in ("a", "e"):
+        if contender == "e":  # its package first on the path: same interpreter and wheels
+            env["PYTHONPATH"] = str(plan.baseline)
         env["IMGWARM_WEBP_EFFORT"] = str(WEBP_EFFORT)  # not a CLI option; pin it anyway
         return [
             plan.imgwarm, "optimize", "--json",
@@ -476,7 +482,7 @@ def run_one(plan: Plan, contender: str, index: int) -> Run:
     stdout, stderr = folder / "stdout", folder / "stderr"
     wall, cpu, other, sampler, returncode = measure(cmd, cwd=folder, env=env, stdout=stdout,
                                              stderr=stderr)
-    if contender == "a":
+    if contender in ("a", "e"):
         lines = [json.loads(line) for line in stdout.read_text().splitlines() if line.strip()]
         ok = sum(1 for line in lines if line.get("ok"))
     else:
@@ -657,6 +663,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--only", default="abcd", metavar="LETTERS",
                         help="contenders to run: a=imgwarm, b=pyvips floor, c=Pillow, d=cwebp "
                         "(default: %(default)s)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also run (e): imgwarm from the checkout DIR (e.g. a `git worktree` "
+                        "of the last release), with this interpreter and its wheels, to compare "
+                        "two versions in one run (a/e)")
     parser.add_argument("--pillow-pool", choices=("process", "thread"), default="process",
                         help="how Pillow runs N at a time (default: %(default)s)")
     parser.add_argument("--floor-lazy", dest="floor_copy_memory", action="store_false",
@@ -701,6 +711,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.exit(f"no photos found (corpus: {args.corpus})")
     repeat = args.repeat or max(1, math.ceil(MIN_IMAGES / len(files)))
     contenders = [c for c in CONTENDERS if c in args.only]
+    if args.baseline is None and "e" in contenders:
+        contenders.remove("e")
+    elif args.baseline is not None and "e" not in contenders:
+        contenders.append("e")
     if "d" in contenders and not shutil.which(args.cwebp):
         print(f"cwebp not found ({args.cwebp}): skipping (d)", file=sys.stderr)
         contenders.remove("d")
@@ -709,7 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sources = stage(files, repeat, work / "sources")
         plan = Plan(sources, args.workers, work, args.pillow_pool, args.floor_copy_memory,
-                    args.cwebp, find_imgwarm(), [s for s in sources if not s.cmyk])
+                    args.cwebp, find_imgwarm(), [s for s in sources if not s.cmyk],
+                    args.baseline)
         context: dict[str, Any] = {
             "images": len(sources), "distinct": len(files), "repeat": repeat,
             "source_bytes": sum(s.path.stat().st_size for s in sources),

@@ -7,6 +7,7 @@ ImgwarmError
 │   ├── UnsupportedFormat    the bytes are not a format we accept (sniffed, never by name)
 │   ├── LimitExceeded        file size or pixel count over the limit, found on the header
 │   ├── CorruptImage         header or pixel data is damaged or uses an unsupported coding
+│   ├── DecoderCrashed       the process making it died (a native crash): this source alone
 │   └── RefusedBefore        the same bytes were refused before (reason recorded in the store)
 ├── LayoutError          a key or path would escape a root, or a folder would overflow
 ├── StorageError         writing to or reading from the origin or manifest store failed
@@ -37,6 +38,10 @@ class SourceError(ImgwarmError):
         self.source = source
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[SourceError], tuple[str, str]]:
+        # Rebuilt from both parts when it crosses a process boundary (pipeline/isolate.py).
+        return type(self), (self.source, self.reason)
+
 
 class UnreadableSource(SourceError):
     """The source cannot be opened or read."""
@@ -58,6 +63,11 @@ def too_large(source: str, size: int, limit: int) -> LimitExceeded:
 
 class CorruptImage(SourceError):
     """The source's header or pixel data is damaged, or its coding is unsupported."""
+
+
+class DecoderCrashed(SourceError):
+    """The worker process making this source died (a signal from a native library: libjpeg,
+    libwebp, lcms...). Only this source fails; nothing of it was written."""
 
 
 class RefusedBefore(SourceError):

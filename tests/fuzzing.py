@@ -1,7 +1,8 @@
 """A deterministic mutation fuzzer for ``imgwarm optimize``, and the invariants it checks.
 
 Seeds are small synthetic JPEGs of every coding imgwarm meets (baseline, progressive, restart
-intervals, CMYK, grey, 4:4:4, rotated, with EXIF) plus the small good files of the corpus.
+intervals, CMYK, grey, 4:4:4, rotated, with EXIF, lossless) plus the small good files of the
+corpus.
 Each case is one seed with one mutation, as an attacker would make it. All cases and seeds
 go through one real ``imgwarm optimize --json`` run; then, for every case:
 
@@ -45,6 +46,9 @@ from tests.images import Credits, jpeg_with_exif, photo, stored_for_orientation
 Mutation = Callable[[random.Random, bytes], bytes | None]
 VISIBLE = 6.0  # mean absolute difference of an 8x8 block (0..255) that anyone would see
 _HEADER_MARKERS = (0xC0, 0xC2, 0xC4, 0xDB, 0xDD, 0xDA, 0xE0, 0xE1, 0xE2, 0xFE)
+# Every frame marker (SOFn): Huffman and arithmetic; sequential, progressive, lossless;
+# hierarchical or not. Written out here, not taken from the code under test.
+FRAMES = (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF)
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,18 @@ def synthetic_seeds() -> dict[str, bytes]:
         "grey.jpg": bytes(picture.colourspace("b-w").jpegsave_buffer(Q=85, keep="none")),
         "444.jpg": bytes(picture.jpegsave_buffer(Q=85, subsample_mode="off", keep="none")),
         "rotated.jpg": jpeg_with_exif(stored_for_orientation(picture, 6), orientation=6),
+        "lossless.jpg": lossless_jpeg(picture),
     }
+
+
+def lossless_jpeg(image: pyvips.Image) -> bytes:
+    """A lossless (SOF3) JPEG of ``image``: imagecodecs' libjpeg-turbo writes them."""
+    import imagecodecs
+
+    pixels = np.ndarray(buffer=image.cast("uchar").write_to_memory(), dtype=np.uint8,
+                        shape=(image.height, image.width, image.bands))
+    return bytes(imagecodecs.jpeg8_encode(pixels[..., 0] if image.bands == 1 else pixels,
+                                          lossless=True))
 
 
 def corpus_seeds(corpus: Path | None, *, max_bytes: int = 200_000,
@@ -189,6 +204,17 @@ def odd_dimensions(rng: random.Random, data: bytes) -> bytes | None:
     return data[:at] + struct.pack(">HH", height, width) + data[at + 4:]
 
 
+def frame_type(rng: random.Random, data: bytes) -> bytes | None:
+    """The frame marker made another SOFn: as a fuzz campaign found, a DCT file labelled
+    lossless (SOF3) crashed the shrunk decode."""
+    frames = [a for m, a, _ in _segments(data) if m in FRAMES]
+    if not frames:
+        return None
+    at = frames[0] + 1
+    marker = rng.choice([f for f in FRAMES if f != data[at]])
+    return data[:at] + bytes((marker,)) + data[at + 1:]
+
+
 def stray_in_header(rng: random.Random, data: bytes) -> bytes | None:
     """Junk before a header marker: harmless, and must give the seed's picture."""
     segments = _segments(data)
@@ -255,6 +281,7 @@ MUTATIONS: dict[str, Mutation] = {
     "huffman": _damage_table(0xC4),
     "quantisation": _damage_table(0xDB),
     "dimensions": odd_dimensions,
+    "frame-type": frame_type,
     "stray-header": stray_in_header,
     "marker-in-scan": marker_in_scan,
     "scan-parameters": scan_parameters,
@@ -386,6 +413,8 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
     for found in results.values():
         if "internal error" in (found.get("error") or ""):
             findings.append(f"internal error: {found['error']}")
+        if "crashed" in (found.get("error") or ""):  # isolation kept the run, but a crash
+            findings.append(f"decoder crash: {found['error']}")
     findings.extend(_check_outputs(workdir, results))
     seed_out = {Path(s).name: r for s, r in results.items() if Path(s).parent == seed_dir}
     for case in cases:

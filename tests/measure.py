@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # Run by a small interpreter, so that the child's peak starts from that one's size, not from
@@ -22,3 +23,42 @@ def peak_rss(args: list[str], cwd: Path) -> tuple[int, int]:
                           env=env, capture_output=True, text=True, check=True, timeout=3600)
     code, peak = done.stdout.split()
     return int(code), int(peak)
+
+
+def _tree(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            for task in os.listdir(f"/proc/{current}/task"):
+                children = Path(f"/proc/{current}/task/{task}/children").read_text().split()
+                todo.extend(int(c) for c in children)
+        except OSError:
+            continue
+    return found
+
+
+def _anon(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def peak_anon(args: list[str], cwd: Path, interval: float = 0.005) -> tuple[int, int]:
+    """(exit status, peak of the anonymous memory of ``imgwarm ARGS`` and all its processes
+    together), sampled every ``interval`` seconds: what decodes hold, without the shared
+    libraries each worker process maps (the memory budget bounds the sum across processes)."""
+    exe = Path(sys.executable).with_name("imgwarm")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    run = subprocess.Popen([str(exe), *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    peak = 0
+    while run.poll() is None:
+        peak = max(peak, sum(_anon(p) for p in _tree(run.pid)))
+        time.sleep(interval)
+    return run.wait(), peak

@@ -52,8 +52,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     done), 2 for usage errors. A failed source leaves no file behind. Running again on the
     same sources with the same settings writes nothing new.
     """
-    from imgwarm.pipeline.batch import batch_workers, collect_sources, run_batch, run_keys
-    from imgwarm.pipeline.vipsutil import configure_libvips
+    from imgwarm.pipeline.batch import collect_sources, run_batch, run_keys
 
     settings = load(ctx, **options)
     if not sources:
@@ -66,14 +65,12 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     if store.origin == "s3":
         keys = list(dict.fromkeys(sources))
         check_keys(keys)
-        configure_libvips(batch_workers(settings, len(keys)))
         results = run_keys(keys, settings, credits)
         count, where = len(keys), f"s3://{store.s3_bucket}/{store.s3_prefix}"
     else:
         paths = collect_sources(sources, skip=[store.origin_root, store.manifest_root])
         if not paths:
             raise click.UsageError(f"no image files found in {', '.join(sources)}")
-        configure_libvips(batch_workers(settings, len(paths)))
         results = run_batch(paths, settings, credits)
         count, where = len(paths), str(store.origin_root)
     failed = report.show(results, count, as_json, "optimizing", qualities=report_quality)

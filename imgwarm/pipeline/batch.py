@@ -13,6 +13,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, SourceError, UnreadableSource
 from imgwarm.formats import SOURCE_SUFFIXES
 from imgwarm.manifest import Credits, SourceResult
+from imgwarm.pipeline.isolate import IN_PROCESS, Isolated, PixelWork
 from imgwarm.pipeline.optimize import Outcome, optimize_file, optimize_key
 from imgwarm.store import Stores
 
@@ -109,7 +110,8 @@ def _guarded(source: str, work: Callable[[], Outcome]) -> SourceResult:
     return SourceResult(source, manifest=outcome.manifest, reused=outcome.reused)
 
 
-def _one(item: Found, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+def _one(item: Found, settings: Settings, stores: Stores, credits: Credits,
+         pixels: PixelWork = IN_PROCESS) -> SourceResult:
     if isinstance(item, Skipped):
         return SourceResult(str(item.path), error=f"{item.path}: {item.reason}")
     path, within = (item.path, item.within) if isinstance(item, Scanned) else (item, None)
@@ -118,16 +120,16 @@ def _one(item: Found, settings: Settings, stores: Stores, credits: Credits) -> S
         if not path.exists() and not path.is_symlink():
             raise UnreadableSource(str(path), "no such file or folder")
         return optimize_file(path, settings=settings, stores=stores, credits=credits,
-                             within=within)
+                             within=within, pixels=pixels)
 
     return _guarded(str(path), work)
 
 
-def one_key(key: str, settings: Settings, stores: Stores, credits: Credits) -> SourceResult:
+def one_key(key: str, settings: Settings, stores: Stores, credits: Credits,
+            pixels: PixelWork = IN_PROCESS) -> SourceResult:
     """One original from the origin, by key."""
-    return _guarded(
-        key, lambda: optimize_key(key, settings=settings, stores=stores, credits=credits)
-    )
+    return _guarded(key, lambda: optimize_key(key, settings=settings, stores=stores,
+                                              credits=credits, pixels=pixels))
 
 
 def _size(item: Found) -> int:
@@ -167,14 +169,17 @@ def run_batch(
     paths: list[Found], settings: Settings, credits: Credits | None = None,
     stores: Stores | None = None,
 ) -> Iterator[SourceResult]:
-    """Results as sources finish. Threads, not processes: libvips releases the GIL, and one
-    libvips thread per worker keeps cores from being oversubscribed."""
+    """Results as sources finish. A thread a worker reads each source and writes its files;
+    the pixel work runs in as many worker processes (``isolate.py``), so that a decoder that
+    crashes fails its source alone, whatever ``workers`` is."""
     stores = stores or Stores.local(settings.store)
     given = credits or Credits()
     # Largest first, so that no worker is left alone with a big photo at the end.
     ordered = sorted(paths, key=_size, reverse=True)
-    yield from _parallel(ordered, lambda p: _one(p, settings, stores, given),
-                         batch_workers(settings, len(paths)))
+    workers = batch_workers(settings, len(paths))
+    with Isolated(workers) as pixels:
+        yield from _parallel(ordered, lambda p: _one(p, settings, stores, given, pixels),
+                             workers)
 
 
 def run_keys(
@@ -184,5 +189,7 @@ def run_keys(
     """``run_batch`` for originals in the origin (local folder or S3), by key."""
     stores = stores or Stores.for_settings(settings.store)
     given = credits or Credits()
-    yield from _parallel(keys, lambda k: one_key(k, settings, stores, given),
-                         batch_workers(settings, len(keys)))
+    workers = batch_workers(settings, len(keys))
+    with Isolated(workers) as pixels:
+        yield from _parallel(keys, lambda k: one_key(k, settings, stores, given, pixels),
+                             workers)

@@ -19,6 +19,16 @@ the bottom rows passed even with fail_on="warning" (measured: 18 of 300 bit flip
 tenth of a baseline file, each a visibly damaged picture). TurboJPEG reads to the end marker,
 gives each decode its own error text (no shared buffer), releases the GIL, and was 10% faster
 here. PNG: libspng's warnings are benign; its errors (CRC, truncation) are not.
+
+TurboJPEG's shrunk decode is taken only for the frames it is known to handle: Huffman-coded
+DCT (baseline, extended, progressive) with 8-bit samples. On a lossless frame it corrupts
+memory (a segfault or a glibc abort, from about a 2x shrink), so every other frame (lossless,
+arithmetic-coded) is decoded whole by libvips' jpegload, with every warning an error, and
+resized after; what libjpeg-turbo cannot decode at all (hierarchical, 12- and 16-bit) is
+refused on the header (probe.py). Since jpegload stops before the end of the data, such a
+file is first read to its end marker by TurboJPEG at full size (no scaling), warnings fatal:
+a Huffman file relabelled arithmetic-coded decodes "cleanly" in jpegload into noise, and only
+the end ("143667 extraneous bytes before marker 0xd9") tells.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import numpy
 import pyvips
 import simplejpeg
+from numpy.typing import NDArray
 
 from imgwarm.exceptions import CorruptImage
 from imgwarm.pipeline.probe import Probe
@@ -49,7 +60,7 @@ def jpeg_shrink(factor: float) -> int:
 def decoded_size(probe: Probe, width: int, height: int) -> tuple[int, int]:
     """The size a JPEG is decoded at for a ``width`` x ``height`` target (as stored): the
     source shrunk on load, rounded up, so no row or column of the source is left out."""
-    if probe.format != "jpeg":
+    if probe.format != "jpeg" or not probe.shrinkable:
         return probe.width, probe.height
     shrink = jpeg_shrink(min(probe.width / width, probe.height / height))
     return -(-probe.width // shrink), -(-probe.height // shrink)
@@ -62,20 +73,39 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     if probe.format == "png":
         return pyvips.Image.pngload_buffer(probe.data, fail_on="error", access="sequential")
     space, interpretation = _SPACES.get(probe.bands, ("RGB", "srgb"))
+    if not probe.shrinkable:  # lossless, arithmetic-coded: whole, through libjpeg's own API
+        _strict(probe, space, name)  # read to the end: jpegload stops short of it
+        image = pyvips.Image.jpegload_buffer(probe.data, fail_on="warning",
+                                             access="sequential", autorotate=False)
+        return _with_profile(image, probe)
     min_width, min_height = decoded_size(probe, width, height)
+    pixels = _strict(probe, space, name, min_width, min_height)
+    rows, columns, bands = pixels.shape
+    if space == "CMYK" and probe.adobe:
+        numpy.subtract(255, pixels, out=pixels)  # Adobe CMYK is stored inverted; in place
+    image = pyvips.Image.new_from_memory(pixels.data, columns, rows, bands, "uchar")
+    return _with_profile(image.copy(interpretation=interpretation), probe)
+
+
+def _strict(probe: Probe, space: str, name: str, min_width: int = 0,
+            min_height: int = 0) -> NDArray[numpy.uint8]:
+    """TurboJPEG's decode with every libjpeg warning an error, shrunk on load when sizes are
+    given (only for frames it is known to handle: see above)."""
+    shrink = {"min_width": min_width, "min_height": min_height} if min_width else {}
     try:
-        pixels = simplejpeg.decode_jpeg(probe.data, colorspace=space, strict=True,
-                                        min_width=min_width, min_height=min_height)
+        pixels: NDArray[numpy.uint8] = simplejpeg.decode_jpeg(
+            probe.data, colorspace=space, strict=True, **shrink)
     except ValueError as error:  # libjpeg's complaint: an error, or a warning made one
         detail = str(error).strip()
         meaning = explain(detail)
         raise CorruptImage(name, meaning if meaning != detail else
                            f"corrupt JPEG data ({detail})") from None
-    rows, columns, bands = pixels.shape
-    if space == "CMYK" and probe.adobe:
-        numpy.subtract(255, pixels, out=pixels)  # Adobe CMYK is stored inverted; in place
-    image = pyvips.Image.new_from_memory(pixels.data, columns, rows, bands, "uchar")
-    image = image.copy(interpretation=interpretation)
-    if probe.icc is not None:
-        image.set_type(pyvips.GValue.blob_type, "icc-profile-data", probe.icc)
+    return pixels
+
+
+def _with_profile(image: pyvips.Image, probe: Probe) -> pyvips.Image:
+    if probe.icc is None:
+        return image
+    image = image.copy()  # never set metadata on an image another reference may share
+    image.set_type(pyvips.GValue.blob_type, "icc-profile-data", probe.icc)
     return image

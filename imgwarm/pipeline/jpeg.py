@@ -16,6 +16,11 @@ SOI, EOI, SOS, APP0, APP1, APP14 = 0xD8, 0xD9, 0xDA, 0xE0, 0xE1, 0xEE
 _SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 _PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
 _SEQUENTIAL = frozenset({0xC0, 0xC1, 0xC9})  # libjpeg ignores Ss/Se/Ah/Al of their scans
+# What the shrunk decode (TurboJPEG's scaled IDCT) is known to handle: Huffman-coded DCT,
+# baseline, extended or progressive, 8-bit. On a lossless frame it corrupts memory.
+_SHRINKABLE = frozenset({0xC0, 0xC1, 0xC2})
+_HIERARCHICAL = frozenset({0xC5, 0xC6, 0xC7, 0xCD, 0xCE, 0xCF})
+_LOSSLESS = frozenset({0xC3, 0xC7, 0xCB, 0xCF})
 _PARAMETERLESS = frozenset({0x01, *range(0xD0, 0xD8)})  # TEM, RST0-7: libjpeg skips them
 # Segments that say nothing about the pixels (APP1-13, APP15, COM): metadata, read elsewhere.
 _METADATA = frozenset({*range(0xE1, 0xEE), 0xEF, 0xFE})
@@ -35,6 +40,8 @@ class JpegHeader:
     the decoder is then left to say what is wrong."""
 
     frame: int | None = None  # the SOFn marker
+    frame_at: int = -1  # offset of the SOFn marker's second byte in the file
+    precision: int = 0  # bits a sample
     width: int = 0
     height: int = 0
     components: list[Component] = field(default_factory=list)
@@ -53,6 +60,25 @@ class JpegHeader:
     def buffered(self) -> bool:
         """libjpeg keeps the whole coefficient array: several scans make up the picture."""
         return self.progressive or 0 < self.scan_components < len(self.components)
+
+    @property
+    def shrinkable(self) -> bool:
+        """The frame is one the fast shrunk decode handles; any other goes through libvips."""
+        return self.frame in _SHRINKABLE and self.precision == 8
+
+    def unsupported(self) -> str | None:
+        """Why no decoder here can make this frame's pixels (libjpeg-turbo has no hierarchical
+        mode, and libvips reads 8-bit samples only), or None: None too when the header says
+        too little (no frame, no precision), and the decoder is left to say what is wrong."""
+        if self.frame is None or not 2 <= self.precision <= 16:
+            return None
+        if self.frame in _HIERARCHICAL:
+            return f"hierarchical JPEG (SOF{self.frame - 0xC0}) is not supported"
+        lossless = self.frame in _LOSSLESS
+        if self.precision > 8 or (self.precision < 8 and not lossless):
+            return (f"{self.precision}-bit JPEG samples are not supported (only 8-bit JPEG, "
+                    "including lossless and arithmetic-coded)")
+        return None
 
     def coefficient_bytes(self) -> int:
         """Memory of the whole-image coefficient array a buffered decode holds (else 0)."""
@@ -125,7 +151,7 @@ def read_header(data: bytes) -> JpegHeader:
             return header
         segment = bytearray(data[pos:pos + length])
         if marker in _SOF:
-            _read_frame(header, marker, segment)
+            _read_frame(header, marker, segment, pos - 1)
         elif marker == APP1 and header.exif is None and segment[2:8] == _EXIF:
             header.exif = bytes(segment[8:])
         elif marker == APP14 and segment[2:7] == b"Adobe":
@@ -147,10 +173,12 @@ def read_header(data: bytes) -> JpegHeader:
     return header
 
 
-def _read_frame(header: JpegHeader, marker: int, segment: bytearray) -> None:
+def _read_frame(header: JpegHeader, marker: int, segment: bytearray, at: int) -> None:
     if len(segment) < 8 or header.frame is not None:
         return  # a second frame: libjpeg refuses the file itself
     header.frame = marker
+    header.frame_at = at
+    header.precision = segment[2]
     header.height = int.from_bytes(segment[3:5], "big")
     header.width = int.from_bytes(segment[5:7], "big")
     count = segment[7]

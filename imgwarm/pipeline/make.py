@@ -24,6 +24,7 @@ from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
 from imgwarm.pipeline.encode import Frame, encode
 from imgwarm.pipeline.exif import read_exif
+from imgwarm.pipeline.made import Encoded, Made
 from imgwarm.pipeline.memory import decode_cost, describe
 from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
@@ -35,28 +36,6 @@ from imgwarm.pipeline.variants import height_for, plan_widths
 from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
 from imgwarm.quality.ssimulacra2 import Reference
 from imgwarm.text import printable
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """One output file, named by its own hash."""
-
-    format: Format
-    width: int
-    height: int
-    name: str
-    data: bytes
-    quality: int
-    score: float | None = None  # SSIMULACRA2 against the resized source (auto quality only)
-
-
-@dataclass(frozen=True)
-class Made:
-    info: Probe
-    credits: Credits  # as written: the given ones over the source's
-    files: list[Encoded]
-    warnings: list[str]  # what was done in place of the usual, in words
-    placeholder: Placeholder | None
 
 
 def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
@@ -162,7 +141,8 @@ def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Ma
     )
     chosen = plan(name, info, settings)
     files, preview = _encode_all(name, info, exif, settings, chosen)
-    return Made(info, final, files, [*info.notes, *chosen.notes, *left_out], preview)
+    return Made(info.displayed_width, info.displayed_height, final, files,
+                [*info.notes, *chosen.notes, *left_out], preview)
 
 
 PREVIEW_WIDTH = 64  # decoded (shrunk on load) for the placeholder of a manifest without one

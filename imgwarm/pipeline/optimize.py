@@ -18,12 +18,17 @@ from functools import cache
 from importlib.metadata import version
 from pathlib import Path, PurePosixPath
 
-import pyvips
-
 from imgwarm.config import ImageSettings, Settings
-from imgwarm.exceptions import RefusedBefore, SourceError, UnreadableSource, too_large
+from imgwarm.exceptions import (
+    DecoderCrashed,
+    RefusedBefore,
+    SourceError,
+    UnreadableSource,
+    too_large,
+)
 from imgwarm.manifest import Credits, Failure, Manifest, Variant, named
-from imgwarm.pipeline.make import Encoded, make, preview
+from imgwarm.pipeline.isolate import IN_PROCESS, PixelWork
+from imgwarm.pipeline.made import Encoded
 from imgwarm.pipeline.naming import content_hash
 from imgwarm.store import Store, Stores, local_key, read_original
 
@@ -81,6 +86,8 @@ def settings_digest(settings: Settings, credits: Credits) -> str:
 
 @cache
 def _decoders() -> str:
+    import pyvips  # only when a refusal is recorded or checked: a batch leaves pixels to workers
+
     return f"{version('imgwarm')}|{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"
 
 
@@ -124,10 +131,11 @@ def _release(key: str, paths: list[str], stores: Stores) -> None:
 
 def optimize_bytes(
     data: bytes, *, key: str, name: str, settings: Settings, stores: Stores,
-    credits: Credits | None = None,
+    credits: Credits | None = None, pixels: PixelWork = IN_PROCESS,
 ) -> Outcome:
     """Turn one source's bytes into its variants and manifest. ``name`` is the source's file
-    name (for the slug and messages); ``credits`` override what the source's EXIF says."""
+    name (for the slug and messages); ``credits`` override what the source's EXIF says;
+    ``pixels`` is where the pixel work runs (``isolate.py``)."""
     given = credits or Credits()
     source_sha = content_hash(data)
     digest = settings_digest(settings, given)
@@ -145,12 +153,12 @@ def optimize_bytes(
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
         if previous.placeholder is None:  # made before placeholders: add it, once
-            found = preview(data, name, settings.image)
+            found = pixels.preview(data, name, settings.image)
             updated = previous.model_copy(update={"placeholder": found})
             stores.manifests.put(updated, previous)
             previous = updated
         return Outcome(previous, reused=True)
-    made = make(data, name, settings.image, given)
+    made = pixels.make(data, name, settings.image, given)
     # Claimed before they are written (references.py): a delete or gc that runs meanwhile
     # sees the claim and leaves a variant of the same name alone.
     fresh = sorted({str(stores.place(f.name)) for f in made.files} - named(previous))
@@ -162,8 +170,8 @@ def optimize_bytes(
         raise
     try:
         manifest = Manifest(
-            key=key, source_sha256=source_sha, width=made.info.displayed_width,
-            height=made.info.displayed_height, description=made.credits.description,
+            key=key, source_sha256=source_sha, width=made.width,
+            height=made.height, description=made.credits.description,
             copyright=made.credits.copyright, artist=made.credits.artist,
             settings_digest=digest, variants=variants, warnings=made.warnings,
             placeholder=made.placeholder,
@@ -179,19 +187,20 @@ def optimize_bytes(
 
 def optimize_file(
     path: Path, *, settings: Settings, stores: Stores, credits: Credits | None = None,
-    key: str | None = None, within: str | None = None,
+    key: str | None = None, within: str | None = None, pixels: PixelWork = IN_PROCESS,
 ) -> Outcome:
     """``optimize_bytes`` of a file; ``within``: the folder it was found in (see
     ``read_source``)."""
     data = read_source(path, settings.image, within)
     return optimize_bytes(
         data, key=key or local_key(path), name=str(path), settings=settings, stores=stores,
-        credits=credits,
+        credits=credits, pixels=pixels,
     )
 
 
 def optimize_key(
     key: str, *, settings: Settings, stores: Stores, credits: Credits | None = None,
+    pixels: PixelWork = IN_PROCESS,
 ) -> Outcome:
     """Make the variants of the original stored at ``key`` in the origin. A bad image is
     recorded as a failure in the manifest store, so every machine can tell why."""
@@ -203,12 +212,16 @@ def optimize_key(
         raise
     try:
         return optimize_bytes(
-            data, key=key, name=key, settings=settings, stores=stores, credits=credits
+            data, key=key, name=key, settings=settings, stores=stores, credits=credits,
+            pixels=pixels,
         )
     except RefusedBefore:
         raise  # already recorded: nothing to write
     except SourceError as error:
-        record_failure(key, data, error.reason, settings=settings, stores=stores,
+        # A crash is recorded without the bytes: it may have come from outside (out of
+        # memory), so the same bytes are tried again next time.
+        tried = None if isinstance(error, DecoderCrashed) else data
+        record_failure(key, tried, error.reason, settings=settings, stores=stores,
                        credits=credits)
         raise
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import pyvips
 
 from imgwarm.config import ImageSettings
-from imgwarm.exceptions import LimitExceeded, UnsupportedFormat
+from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SourceFormat
 from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.jpeg import read_header
@@ -32,6 +32,7 @@ class Probe:
     adobe: bool = False  # a JPEG with an Adobe marker: CMYK is stored inverted
     exif: bytes | None = None  # the TIFF block of the JPEG's EXIF segment
     buffered: int = 0  # bytes a decoder must hold for the whole image (progressive JPEG...)
+    shrinkable: bool = False  # a JPEG frame the fast shrunk decode handles (decode.py)
     notes: list[str] = field(default_factory=list)  # fallbacks taken, for the manifest
 
     @property
@@ -83,9 +84,13 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
             "(max_bytes)"
         )
     source_format = _accepted(data, name, settings)
-    pixels, exif, buffered, adobe, interlaced = data, None, 0, False, False
+    pixels, exif, buffered, adobe, interlaced, shrinkable = data, None, 0, False, False, False
     if source_format == "jpeg":
         jpeg = read_header(data)
+        unsupported = jpeg.unsupported()
+        if unsupported is not None:
+            raise CorruptImage(name, f"unsupported JPEG coding: {unsupported}")
+        shrinkable = jpeg.shrinkable
         pixels, exif = jpeg.pixels, jpeg.exif
         buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
         load = pyvips.Image.jpegload_buffer
@@ -126,5 +131,6 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         adobe=adobe,
         exif=exif,
         buffered=buffered,
+        shrinkable=shrinkable,
         notes=notes,
     )

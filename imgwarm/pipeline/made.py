@@ -1,0 +1,32 @@
+"""What making a source yields: its named files and facts, as plain data (no pyvips), so that
+it can come back from the process that made it (pipeline/isolate.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imgwarm.formats import Format
+from imgwarm.manifest import Credits, Placeholder
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One output file, named by its own hash."""
+
+    format: Format
+    width: int
+    height: int
+    name: str
+    data: bytes
+    quality: int
+    score: float | None = None  # SSIMULACRA2 against the resized source (auto quality only)
+
+
+@dataclass(frozen=True)
+class Made:
+    width: int  # the source as displayed (after orientation)
+    height: int
+    credits: Credits  # as written: the given ones over the source's
+    files: list[Encoded]
+    warnings: list[str]  # what was done in place of the usual, in words
+    placeholder: Placeholder | None
