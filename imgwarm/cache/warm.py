@@ -26,25 +26,24 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from imgwarm.cache.copier import Copier, Failed, Item, Result
 from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import Hits, log_files, read_logs
+from imgwarm.cache.placeable import Placeable, url_key
 from imgwarm.cache.rank import Decay
 from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record, Tombstone
-from imgwarm.store import Stores, safe_relative
+from imgwarm.store import Stores
 from imgwarm.store.layout import hash_of_name
 
 INDEX = "index.sqlite"  # in the cache_state folder
@@ -146,30 +145,6 @@ def lock(folder: Path) -> Any:
         handle.write(str(os.getpid()))
         handle.flush()
         yield handle.fileno()
-
-
-# A plain URL path: segments of unreserved characters, none empty or starting with a dot
-# (so no '.', '..' or hidden name), no percent-escapes: its key is itself, with no more checks.
-_PLAIN_PATH = re.compile(rb"(?:/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+")
-
-
-def url_key(path: bytes, prefix: str) -> str | None:
-    """The variant key a requested URL path stands for; None for a path that is unsafe
-    (``..``, odd bytes, hidden names) or outside the image prefix: it is never followed."""
-    if _PLAIN_PATH.fullmatch(path) and path.startswith(prefix.encode()):
-        plain = path[len(prefix):].decode("ascii")
-        return plain or None
-    try:
-        text = unquote_to_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not text.startswith(prefix):
-        return None
-    try:
-        key = safe_relative(text[len(prefix):])
-    except LayoutError:
-        return None
-    return None if any(p.startswith(".") for p in key.parts) else str(key)
 
 
 def warm(settings: Settings, *, access_logs: list[str] | None = None,
@@ -423,16 +398,17 @@ class _Run:
 
     def _hotness(self, parser: LogFormat, patterns: list[str]) -> None:
         positions: dict[str, int] = self.index.meta("logs", {})
-        hits: Hits = read_logs(log_files(patterns), parser, positions, self.decay, self.now)
-        weights: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        for target, weight in hits.by_path.items():
-            key = url_key(target, self.cache.image_prefix)
-            if key is None:
-                self.report.unsafe_paths += 1
-            else:
-                weights[key] = weights.get(key, 0.0) + weight
-                counts[key] = counts.get(key, 0) + hits.count_by_path[target]
+        index = self.index
+        placeable = Placeable(self.cache.image_prefix, self.stores.layout,
+                              str(self.cache.cache_state / INDEX),
+                              lambda keys: index.sizes(keys).keys())
+        hits: Hits = read_logs(log_files(patterns), parser, positions, self.decay, self.now,
+                               placeable)
+        # by variant key, checked as read: unsafe paths counted and dropped there
+        weights = {k.decode("utf-8", "surrogateescape"): w for k, w in hits.by_path.items()}
+        counts = {k.decode("utf-8", "surrogateescape"): c
+                  for k, c in hits.count_by_path.items()}
+        self.report.unsafe_paths += hits.unsafe
         known = set(self.index.sizes(weights))
         self.index.add_scores({k: w for k, w in weights.items() if k in known})
         self.report.log_files, self.report.log_lines = hits.files, hits.lines
