@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imgwarm.exceptions import SettingsError
 from imgwarm.formats import Format
+from imgwarm.nesting import check_nesting
 from imgwarm.text import first_unsafe, fit_utf8
 
 # Escaped in JSON text beyond what json.dumps escapes: lone surrogates (the odd bytes of a file
@@ -128,9 +129,13 @@ def named(record: Record | None) -> set[str]:
     return {v.path for v in record.variants} if isinstance(record, Manifest) else set()
 
 
+RECORD_DEPTH = 8  # a manifest needs 3: record -> variants -> a variant
+
+
 def parse_record(raw: bytes) -> Record | None:
     """A manifest, failure or tombstone from its JSON; None when it is none (damaged)."""
     try:
+        check_nesting(raw, RECORD_DEPTH)  # (TooDeep is a ValueError)
         value = json.loads(raw)  # not pydantic's parser: it refuses \udcXX escapes
     except ValueError:
         return None

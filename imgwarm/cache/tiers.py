@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imgwarm.exceptions import SettingsError, StorageError
+from imgwarm.nesting import check_nesting
 from imgwarm.store.local import LocalStore
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
@@ -65,8 +66,9 @@ class Tier(LocalStore):
 
     def identity(self) -> str | None:
         try:
-            found = json.loads((self.root / IDENTITY).read_text())
-            return str(found["id"])
+            text = (self.root / IDENTITY).read_text()
+            check_nesting(text, 2)  # {"id": ..., "tier": ...}
+            return str(json.loads(text)["id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -45,6 +45,7 @@ from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, Storage
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.store import Stores
 from imgwarm.store.layout import hash_of_name
+from imgwarm.store.references import key_digest
 
 INDEX = "index.sqlite"  # in the cache_state folder
 BATCH = 1024  # files a commit (and a syncfs of the NVMe tier)
@@ -86,6 +87,7 @@ class WarmReport:
     requests_to_variants: int = 0  # of those, to a variant imgwarm knows
     malformed_lines: int = 0
     unsafe_paths: int = 0  # with .., odd bytes or outside the image prefix: never followed
+    damaged_records: int = 0  # manifest records that could not be read: skipped, kept as were
     ram_hit_share: float | None = None  # of the decayed requests, what RAM now answers
     dry_run: bool = False
     full: bool = False
@@ -109,7 +111,8 @@ class WarmReport:
                 f"{tier('nvme', self.nvme)}; RAM answers {share} of requests; "
                 f"{self.sources} source(s) read, {self.log_lines:,} log line(s) "
                 f"({self.malformed_lines:,} malformed, {self.unsafe_paths:,} unsafe paths); "
-                f"{self.seconds:.1f} s")
+                + (f"{self.damaged_records:,} damaged record(s) skipped; "
+                   if self.damaged_records else "") + f"{self.seconds:.1f} s")
 
 
 def _mib(n: int) -> str:
@@ -338,7 +341,11 @@ class _Run:
                 read, ahead = [], []
         self._set_sources(read, prior_now)
         self._copy_ahead(ahead)
-        self._set_sources([(key, None, self.now) for key in known], prior_now)  # gone
+        # gone, but for a damaged record's source: what it referenced stays until it is read
+        damaged = {p.stem for p in self.stores.manifests.damaged}
+        self.report.damaged_records = len(damaged)
+        self._set_sources([(key, None, self.now) for key in known
+                           if key_digest(key) not in damaged], prior_now)
         self._settle_ahead()
 
     def _set_sources(self, found: list[tuple[str, Record | None, float]],

@@ -33,6 +33,9 @@ class ManifestStore:
         self.layout = layout
         self.changes = changes
         self.references = References(store, layout)
+        # records ``everything`` found unreadable (damaged, hostile: too deep) and skipped;
+        # a record's file is named by its key's digest, so its claims can still stand
+        self.damaged: list[PurePosixPath] = []
 
     def key_path(self, key: str) -> PurePosixPath:
         digest = key_digest(key)
@@ -92,4 +95,6 @@ class ManifestStore:
         except LayoutError:
             return None
         found = parse_record(raw) if raw is not None else None
+        if raw is not None and found is None:
+            self.damaged.append(path)  # (list.append: safe from the reading threads)
         return found if found is not None and self.key_path(found.key) == path else None
