@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import json
 import os
 import uuid
@@ -21,6 +20,7 @@ from typing import Any
 
 from imgwarm.exceptions import SettingsError, StorageError
 from imgwarm.nesting import check_nesting
+from imgwarm.roots import apart
 from imgwarm.store.local import LocalStore
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
@@ -124,7 +124,7 @@ class Tiers:
                 f"Mount one (mount -t tmpfs -o size=4G tmpfs {ram_root}) or set ram_root "
                 "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
                 "takes it anyway")
-        _apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
+        apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
         try:
             ram_root.mkdir(parents=True, exist_ok=True)
             nvme_root.mkdir(parents=True, exist_ok=True)
@@ -136,12 +136,3 @@ class Tiers:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.ram, self.nvme))
-
-
-def _apart(folders: dict[str, Path]) -> None:
-    real = {name: os.path.realpath(folder) for name, folder in folders.items()}
-    for (a, path_a), (b, path_b) in itertools.combinations(real.items(), 2):
-        if path_a == path_b or path_a.startswith(path_b + "/") or \
-                path_b.startswith(path_a + "/"):
-            raise SettingsError(f"{a} ({folders[a]}) and {b} ({folders[b]}) must be apart: "
-                                "one holds the other")

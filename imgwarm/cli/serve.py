@@ -182,7 +182,8 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
 @click.argument("sources", nargs=-1, metavar="[SOURCE...]")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("var/gallery"), show_default=True,
-              help="Folder for index.html, pages.json and nginx.conf.")
+              help="Folder for site/index.html, pages.json and nginx.conf (apart from the "
+              "stores' folders).")
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="ADDR",
               help="The address in nginx.conf (`imgwarm serve` picks a free port itself).")
 @click.option("--title", default="imgwarm gallery", show_default=True)
