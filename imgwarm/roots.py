@@ -64,9 +64,31 @@ def check_private(path: Path, what: str) -> None:
             f"chmod go-w {path}")
 
 
+def check_ancestors(path: Path, what: str) -> None:
+    """SettingsError when a folder above ``path`` could let another user swap it: each must be
+    this user's or root's, and writable by group or others only with the sticky bit (as /tmp
+    and /dev/shm are: there only an entry's owner may rename or remove it)."""
+    uid = os.geteuid()
+    for folder in Path(os.path.abspath(path)).parents:
+        try:
+            info = os.stat(folder)
+        except OSError:
+            continue
+        open_to_others = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if info.st_uid not in (uid, 0) or (open_to_others and not info.st_mode & stat.S_ISVTX):
+            raise SettingsError(
+                f"{what} {path}: the folder {folder} above it is "
+                + (f"owned by uid {info.st_uid}" if info.st_uid not in (uid, 0) else
+                   f"writable by others (mode {stat.S_IMODE(info.st_mode):04o})")
+                + ": another user could replace what is served; use a folder of your own "
+                "(or root's) that only you can write")
+
+
 def make_private(path: Path, what: str, *, mode: int = 0o755) -> None:
     """Make ``path`` and the parents it lacks (each ``mode``, whatever the umask), checking
-    each one that is already there: never a folder another user made or may write."""
+    the folder if it is there and every one above it: never a folder another user made or
+    may write. (0755, not 0700: nginx's workers, another user, read the files.)"""
+    check_ancestors(path, what)
     missing: list[Path] = []
     here = Path(os.path.abspath(path))
     while not os.path.lexists(here):

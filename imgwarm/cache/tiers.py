@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imgwarm.exceptions import SettingsError, StorageError
+from imgwarm.exceptions import SettingsError
 from imgwarm.nesting import check_nesting
-from imgwarm.roots import apart
+from imgwarm.roots import apart, make_private
 from imgwarm.store.local import LocalStore
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
@@ -121,16 +121,15 @@ class Tiers:
         if kind != "tmpfs" and not allow_non_tmpfs:
             raise SettingsError(
                 f"the RAM tier {ram_root} is on {kind}, not tmpfs: it would not be in RAM. "
-                f"Mount one (mount -t tmpfs -o size=4G tmpfs {ram_root}) or set ram_root "
+                f"Mount one (mount -t tmpfs -o size=4G,mode=0755 tmpfs {ram_root}) or set "
+                "ram_root "
                 "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
                 "takes it anyway")
         apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
-        try:
-            ram_root.mkdir(parents=True, exist_ok=True)
-            nvme_root.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StorageError(f"cannot make the tier {error.filename}: {error.strerror}") \
-                from None
+        # whoever owns a tier root, or may write it or swap a folder above it, decides what
+        # nginx serves under URLs cached for a year: refused, and made private when missing
+        make_private(ram_root, "the RAM tier (ram_root)")
+        make_private(nvme_root, "the NVMe tier (nvme_root)")
         return cls(Tier("ram", ram_root, max_entries=max_entries),
                    Tier("nvme", nvme_root, max_entries=max_entries))
 

@@ -27,13 +27,14 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from imgwarm.cache.copier import Copier, Failed, Item, Result
+from imgwarm.cache.identity import identities, unchanged
 from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import Hits, log_files, read_logs
@@ -43,6 +44,7 @@ from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.roots import make_private
 from imgwarm.store import Stores
 from imgwarm.store.layout import hash_of_name
 from imgwarm.store.references import key_digest
@@ -133,7 +135,7 @@ def open_tiers(settings: Settings) -> Tiers:
 @contextlib.contextmanager
 def lock(folder: Path) -> Any:
     """One run at a time on these tiers (warm, or gc's part in them); WarmBusy if taken."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private(folder, "the cache state (cache_state)")  # its index says what is trusted
     path = folder / "lock"
     with path.open("a+") as handle:
         try:  # flock, not lockf: it also keeps out a second run in this very process
@@ -257,7 +259,7 @@ class _Run:
             for path, size, state in self.index.unsettled(tier.name):
                 self.touched.add(tier.name)
                 self.changed = True  # what a tier holds moved: plan again
-                there = tier.size_of(path) == size
+                there = _whole(tier, path, size)  # written by that run? its hash says
                 if state == "evicting" or not there:
                     if not self.dry_run:
                         tier.delete(path)
@@ -555,8 +557,8 @@ class _Run:
             self.progress("tiers", start, len(paths))
             items: list[Item] = []
             part = paths[start:start + BATCH]
-            on_nvme = self.index.sizes((p for p in part if p not in wanted["nvme"]),
-                                       placed_in="nvme")
+            on_nvme = self._still_written(self.tiers.nvme, self.index.sizes(
+                (p for p in part if p not in wanted["nvme"]), placed_in="nvme"))
             for path in part:
                 targets = tuple(t.name for t in self.tiers
                                 if path in wanted[t.name] and not self._report(t).stopped)
@@ -612,9 +614,15 @@ class _Run:
             elif report.stopped is None:
                 report.stopped = result.message
         self.index.mark(tier.name, placed, "placed")
+        self.index.note_written(tier.name, identities(tier, placed))
         self.index.mark(tier.name, failed, None)
         report.copied += len(placed)
         report.copied_bytes += sum(placed.values())
+
+    def _still_written(self, tier: Tier, paths: Iterable[str]) -> set[str]:
+        """Of files the index says a tier holds, those still the very files warm wrote there
+        (a copy is read from them): any other is copied from the origin, and replaced."""
+        return unchanged(tier, self.index.written(tier.name, paths))
 
     def _copier(self) -> Copier:
         if self.copier is None:  # started on the first copy: a run with none forks nothing
