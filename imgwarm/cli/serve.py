@@ -254,13 +254,15 @@ def serve(ctx: click.Context, /, folder: Path, port: int | None) -> None:
     Exit status: 0 stopped, 1 nginx missing or not starting, 2 usage errors.
     """
     from imgwarm.exceptions import ImgwarmError, SettingsError
-    from imgwarm.serve.gallery import PAGES
+    from imgwarm.serve.gallery import PAGE, PAGES, SITE
     from imgwarm.serve.server import serve as run
     from imgwarm.text import printable
 
     if not (folder / PAGES).is_file():
         raise click.UsageError(f"{folder} holds no gallery ({PAGES}): run imgwarm gallery "
                                "first")
+    if not (folder / SITE / PAGE).is_file():  # written before the page moved to site/
+        raise click.UsageError(f"{folder} holds no {SITE}/{PAGE}: run imgwarm gallery again")
     settings = load(ctx)
 
     def ready(url: str) -> None:
