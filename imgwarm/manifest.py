@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imgwarm.exceptions import SettingsError
 from imgwarm.formats import Format
-from imgwarm.nesting import check_nesting
 from imgwarm.text import first_unsafe, fit_utf8
 
 # Escaped in JSON text beyond what json.dumps escapes: lone surrogates (the odd bytes of a file
@@ -129,15 +128,15 @@ def named(record: Record | None) -> set[str]:
     return {v.path for v in record.variants} if isinstance(record, Manifest) else set()
 
 
-RECORD_DEPTH = 8  # a manifest needs 3: record -> variants -> a variant
-
-
 def parse_record(raw: bytes) -> Record | None:
-    """A manifest, failure or tombstone from its JSON; None when it is none (damaged)."""
+    """A manifest, failure or tombstone from its JSON; None when it is none (damaged, or
+    hostile). Nesting is bounded without a scan (every record is read on a full listing: a
+    scan would double the cost): the C parser stops a text nested past its limit with a
+    RecursionError, and the models, whose every field is typed (3 levels: record, variants,
+    a variant), refuse anything nested where they expect a value, at the first level."""
     try:
-        check_nesting(raw, RECORD_DEPTH)  # (TooDeep is a ValueError)
         value = json.loads(raw)  # not pydantic's parser: it refuses \udcXX escapes
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: the C parser's own depth limit
         return None
     for model in (Manifest, Failure, Tombstone):
         try:

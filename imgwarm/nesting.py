@@ -1,7 +1,8 @@
 """Nesting: how deep the arrays and objects of a JSON or TOML text go, found by one linear
-scan before a parser sees it. The parsers recurse once a level, so a few KB of brackets from a
-hostile file raise RecursionError deep inside them; every format imgwarm reads needs only a
-few levels, and refuses more with one line."""
+scan before a parser sees it. The parsers recurse once a level, so a few KB of brackets from
+a hostile file raise RecursionError deep inside them; every format imgwarm reads needs only a
+few levels, and refuses more with one line. (Manifest records, read by the hundred thousand,
+are bounded otherwise: manifest.parse_record.)"""
 
 from __future__ import annotations
 
@@ -35,3 +36,4 @@ def check_nesting(text: str | bytes, limit: int) -> None:
                               "this file needs fewer")
         else:
             depth = max(depth - 1, 0)
+
