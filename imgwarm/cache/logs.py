@@ -51,7 +51,8 @@ _DAMAGED = (OSError, EOFError, zlib.error, _ISAL_ERROR)  # a damaged or vanished
 
 @dataclass
 class Hits:
-    """What a read found: per requested path (still percent-encoded), its weight."""
+    """What a read found: per requested path (still percent-encoded; with a Placeable, per
+    variant key, of the variants that can be placed only), its weight."""
 
     by_path: dict[bytes, float] = field(default_factory=dict)
     count_by_path: dict[bytes, int] = field(default_factory=dict)
@@ -61,21 +62,36 @@ class Hits:
     unsafe: int = 0  # counted requests whose path was unsafe ('..', odd bytes): dropped
     files: int = 0
     bytes_read: int = 0
-    keep_at: int = 0  # distinct paths past which the next pruning is (at least KEEP)
+    # With a Placeable: paths not checked yet (at most KEEP and a block's), and the plain
+    # spelling of each variant found placeable (one a variant: bounded by what can be placed)
+    pending: dict[bytes, tuple[float, int]] = field(default_factory=dict)
+    plain: dict[bytes, bytes] = field(default_factory=dict)
 
     def add(self, path: bytes, weight: float, count: int) -> None:
         self.by_path[path] = self.by_path.get(path, 0.0) + weight
         self.count_by_path[path] = self.count_by_path.get(path, 0) + count
 
-    def bound(self, placeable: Placeable | None) -> None:
-        """Keep only the variants that can be placed, once there are many paths (new dicts:
-        a dict never shrinks when entries leave it)."""
-        if placeable is None or len(self.by_path) <= max(KEEP, self.keep_at):
+    def bound(self, placeable: Placeable | None, *, at: int | None = None) -> None:
+        """Check the pending paths once there are more than ``at`` (KEEP): the unsafe are
+        counted, the others' keys asked of the index at once, and only the variants it knows
+        are kept."""
+        if placeable is None or len(self.pending) <= (KEEP if at is None else at):
             return
-        known = placeable.known(list(self.by_path))
-        self.by_path = {p: w for p, w in self.by_path.items() if p in known}
-        self.count_by_path = {p: c for p, c in self.count_by_path.items() if p in known}
-        self.keep_at = 2 * len(self.by_path)  # what can be placed: pruned again at twice it
+        keys: dict[bytes, bytes] = {}
+        for path, (_, count) in self.pending.items():
+            key = placeable.key(path)
+            if key is None:
+                self.unsafe += count
+            elif key is not NOT_VARIANT:
+                keys[path] = key
+        known = placeable.known(list(set(keys.values())))
+        for path, key in keys.items():
+            if key in known:
+                weight, count = self.pending[path]
+                self.add(key, weight, count)
+                if path == placeable.spelled(key):
+                    self.plain[path] = key
+        self.pending = {}  # (a new dict: one never shrinks when entries leave it)
 
 
 def log_files(patterns: list[str]) -> list[Path]:
@@ -208,12 +224,12 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
         hits.lines += lines
         hits.malformed += unreadable
         by_path, count_by_path = hits.by_path, hits.count_by_path
+        plain, pending = hits.plain, hits.pending
         for target, count in counts.items():  # a few thousand paths a block: inlined
-            key = target if placeable is None else placeable.key(target)
-            if key is None:
-                hits.unsafe += count
-                continue
-            if key is NOT_VARIANT:
+            key = target if placeable is None else plain.get(target)
+            if key is None:  # not checked yet: checked with many others (bound)
+                was = pending.get(target, (0.0, 0))
+                pending[target] = (was[0] + weight * count, was[1] + count)
                 continue
             by_path[key] = by_path.get(key, 0.0) + weight * count
             count_by_path[key] = count_by_path.get(key, 0) + count
@@ -229,6 +245,8 @@ def _parsed(chunks: Iterator[bytes], text: str, weigh: Decay, when: float,
     for _ in _count(_whole_lines(chunks, 0, hits, rest=True), log_format, weigh, when, hits,
                     placeable):
         pass
+    hits.bound(placeable, at=0)
+    hits.plain = {}  # (this process's: not sent back)
     return hits
 
 
@@ -385,4 +403,5 @@ def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int
                 positions[mark] = done
         except _DAMAGED:
             hits.malformed += 1  # a damaged or vanished file: what was read of it counts
+    hits.bound(placeable, at=0)
     return hits

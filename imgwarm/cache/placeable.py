@@ -1,10 +1,12 @@
 """Placeable paths: which requested URL paths of a public access log can count as a variant's
-hotness. Each path is checked and normalised as it is read (never kept when unsafe or not of
-a variant's shape), and what is kept is pruned to the variants the index knows, so what a log
-costs in memory follows what can be placed, not how many distinct paths the public sends."""
+hotness. Paths are checked and normalised as they are read, a few thousand at a time (never
+kept when unsafe, not of a variant's shape, or of a variant the index does not know), so what
+a log costs in memory follows what can be placed, not how many distinct paths the public
+sends (logs.Hits.bound)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sqlite3
@@ -19,8 +21,6 @@ from imgwarm.store import safe_relative
 from imgwarm.store.layout import Layout
 
 NOT_VARIANT = b""  # a safe path that is no variant's (a page, /favicon.ico): not kept
-_CACHED = 1 << 13  # paths whose verdict a process remembers a generation (the hot repeat)
-_UNSEEN = object()
 _IN_CHUNK = 500
 
 # A plain URL path: segments of unreserved characters, none empty or starting with a dot
@@ -65,15 +65,15 @@ class Placeable:
     def key(self, path: bytes) -> bytes | None:
         """The variant key of a requested path (UTF-8), ``NOT_VARIANT`` for a safe path that
         is not a variant's, None for an unsafe one."""
-        cache = _verdicts.setdefault(self, _Verdicts())
-        found = cache.get(path)
-        if found is not _UNSEEN:
-            return found  # type: ignore[return-value]
         key = url_key(path, self.prefix)
-        verdict = None if key is None else \
-            key.encode("utf-8", "surrogateescape") if self.layout.holds(key) else NOT_VARIANT
-        cache.put(path, verdict)
-        return verdict
+        if key is None:
+            return None
+        return key.encode("utf-8", "surrogateescape") if _shape(self.layout).fullmatch(key) \
+            else NOT_VARIANT
+
+    def spelled(self, key: bytes) -> bytes:
+        """The plain URL path of a variant key (as a browser sends it: nothing to escape)."""
+        return self.prefix.encode() + key
 
     def known(self, keys: list[bytes]) -> set[bytes]:
         """Of these keys, those of variants the index knows (all of them without an index)."""
@@ -91,29 +91,16 @@ class Placeable:
         return found
 
 
-class _Verdicts:
-    """Verdicts on the paths seen lately, in two generations: a full young one becomes the
-    old, and a path found in the old moves back; the hot paths stay, junk passes through."""
-
-    def __init__(self) -> None:
-        self.young: dict[bytes, bytes | None] = {}
-        self.old: dict[bytes, bytes | None] = {}
-
-    def get(self, path: bytes) -> object:
-        found = self.young.get(path, _UNSEEN)
-        if found is _UNSEEN:
-            found = self.old.get(path, _UNSEEN)
-            if found is not _UNSEEN:
-                self.put(path, found)  # type: ignore[arg-type]
-        return found
-
-    def put(self, path: bytes, verdict: bytes | None) -> None:
-        if len(self.young) >= _CACHED:
-            self.old, self.young = self.young, {}
-        self.young[path] = verdict
+@functools.cache
+def _shape(layout: Layout) -> re.Pattern[str]:
+    """A variant's shape, by pattern (Layout.holds, which also derives the folders from the
+    hash, costs 20 times more; the index says the rest): the shard folders, then a name
+    ``{slug}.{hash}.{ext}`` or ``{hash}.{ext}``, the hash 16 hex digits or more."""
+    width = -(-layout.bits // 4)
+    return re.compile(rf"(?:[0-9a-f]{{{width}}}/){{{layout.levels}}}"
+                      r"(?:[^/]*\.)?[0-9a-f]{16,}\.[^/.]*")
 
 
-_verdicts: dict[Placeable, _Verdicts] = {}
 _readers: dict[tuple[int, str], sqlite3.Connection] = {}
 
 
