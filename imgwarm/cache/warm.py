@@ -307,11 +307,14 @@ class _Run:
             times = {key: t for t, key in batch.entries}  # the latest change of each key
             with ThreadPoolExecutor(max_workers=16) as pool:
                 found = list(pool.map(self.stores.manifests.record, times))
-            if times:  # the percentile reads every scored row: only when something is new
+            # a record that cannot be read is not a source gone: what it referenced stays
+            damaged = {p.stem for p in self.stores.manifests.damaged}
+            self.report.damaged_records = len(damaged)
+            read = [(key, record, times[key]) for key, record in zip(times, found, strict=True)
+                    if key_digest(key) not in damaged]
+            if read:  # the percentile reads every scored row: only when something is new
                 prior_now = self.index.prior(self.decay(self.now))
-                self._set_sources([(key, record, times[key])
-                                   for key, record in zip(times, found, strict=True)],
-                                  prior_now)
+                self._set_sources(read, prior_now)
         if journal is not None:
             self.index.remember("changes", fresh)
         self._commit()

@@ -43,9 +43,13 @@ class ManifestStore:
 
     def record(self, key: str) -> Record | None:
         """What is known of a key: its manifest, the reason it failed, or None when nothing
-        is, or the record is damaged (the source is then made again, which rewrites it)."""
-        raw = self.store.read(self.key_path(key))
+        is, or the record is damaged (the source is then made again, which rewrites it; it
+        is noted in ``damaged``)."""
+        path = self.key_path(key)
+        raw = self.store.read(path)
         found = parse_record(raw) if raw is not None else None
+        if raw is not None and found is None:
+            self.damaged.append(path)
         return found if found is not None and found.key == key else None
 
     def get(self, key: str) -> Manifest | None:
