@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install imgwarm (in .venv), optimize a folder of photos on the embedded default (variants in
 # ./var/origin, manifests in ./var/manifest; no Redis, no S3), then warm the cache tiers from
-# them (every variant in ./var/cache/nvme, the thumbnails in RAM at /dev/shm/imgwarm-ram), and
+# them (every variant in ./var/cache/nvme, the thumbnails in RAM at
+# /dev/shm/imgwarm-<uid>/ram), and
 # write a gallery page of them with their picture tags, its pages file and the nginx config
 # that serves it all (./var/gallery); `imgwarm serve` then shows it in a browser.
 #   ./quickstart.sh             sample photos that imgwarm synthesizes itself
@@ -43,7 +44,7 @@ PATH=$PATH:/usr/sbin .venv/bin/imgwarm gallery --out var/gallery --listen 127.0.
     --access-log "$(pwd)/var/log/access.log" "${check[@]}" || status=$?
 echo
 echo "Variants are in $(pwd)/var/origin (the path under it is the URL path); the cache tiers"
-echo "in $(pwd)/var/cache/nvme and /dev/shm/imgwarm-ram (RAM); the gallery in $(pwd)/var/gallery."
+echo "in $(pwd)/var/cache/nvme and /dev/shm/imgwarm-$(id -u)/ram (RAM); the gallery in $(pwd)/var/gallery."
 if [ ${#check[@]} -gt 0 ]; then
     echo "See it in a browser now:   .venv/bin/imgwarm serve     (nginx on a free port; Ctrl-C stops)"
 fi

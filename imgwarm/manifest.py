@@ -129,10 +129,14 @@ def named(record: Record | None) -> set[str]:
 
 
 def parse_record(raw: bytes) -> Record | None:
-    """A manifest, failure or tombstone from its JSON; None when it is none (damaged)."""
+    """A manifest, failure or tombstone from its JSON; None when it is none (damaged, or
+    hostile). Nesting is bounded without a scan (every record is read on a full listing: a
+    scan would double the cost): the C parser stops a text nested past its limit with a
+    RecursionError, and the models, whose every field is typed (3 levels: record, variants,
+    a variant), refuse anything nested where they expect a value, at the first level."""
     try:
         value = json.loads(raw)  # not pydantic's parser: it refuses \udcXX escapes
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: the C parser's own depth limit
         return None
     for model in (Manifest, Failure, Tombstone):
         try:

@@ -127,11 +127,11 @@ def place_one(tiers: dict[str, Tier], origin: Store, item: Item) -> tuple[Result
 
 
 def _write(tier: Tier, path: str, data: bytes) -> Result:
-    """Write one file, atomically (the tier's write)."""
-    size = len(data)
+    """Write one file, atomically (the tier's write). A file already under the name is
+    replaced whatever its size: warm did not write it (the index says it is not there), so
+    nothing says what it holds."""
     try:
-        if not tier.write(path, data) and tier.size_of(path) != size:
-            tier.write(path, data, replace=True)  # a damaged leftover under the name
+        tier.write(path, data, replace=True)
     except TransientStorageError as error:  # a full disk or quota (local._write_error)
         return Full(f"{tier.name} tier full at {tier.root}: {error}")
     except (StorageError, LayoutError) as error:  # a folder full, a file it cannot write

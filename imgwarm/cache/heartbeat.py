@@ -12,6 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from imgwarm.nesting import check_nesting
+
 NAME = "heartbeat.json"
 
 
@@ -52,7 +54,9 @@ def beat(state: Path, started: float, every: float, finished: float | None, ok: 
 def last(state: Path) -> Beat | None:
     """The last beat recorded in ``state``, or None when there is none (or it is unreadable)."""
     try:
-        found = json.loads((state / NAME).read_text())
+        text = (state / NAME).read_text()
+        check_nesting(text, 2)  # one flat object
+        found = json.loads(text)
         return Beat(float(found["started"]), float(found["every"]),
                     None if found["finished"] is None else float(found["finished"]),
                     bool(found["ok"]))

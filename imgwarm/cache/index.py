@@ -46,6 +46,10 @@ CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
     WHERE nvme IN ('placing', 'evicting');
 CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
 CREATE INDEX IF NOT EXISTS pinned ON variants (path) WHERE pinned = 1;
+CREATE TABLE IF NOT EXISTS written (tier TEXT NOT NULL, path TEXT NOT NULL,
+                                    dev INTEGER NOT NULL, ino INTEGER NOT NULL,
+                                    mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
+                                    PRIMARY KEY (tier, path)) WITHOUT ROWID;
 """
 
 
@@ -267,6 +271,26 @@ class Index:
     def forget_tier(self, tier: str) -> None:
         """The tier was found empty (a reboot, a new disk): it holds nothing."""
         self.db.execute(f"UPDATE variants SET {_column(tier)} = NULL")
+        self.db.execute("DELETE FROM written WHERE tier = ?", (_column(tier),))
+
+    # --- what warm itself wrote (cache/identity.py) ---------------------------------------------
+
+    def note_written(self, tier: str, found: dict[str, tuple[int, int, int, int]]) -> None:
+        """The identity of each file warm just placed in ``tier``."""
+        self.db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?, ?, ?, ?)",
+                            [(_column(tier), path, *known) for path, known in found.items()])
+
+    def written(self, tier: str, paths: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
+        """path -> identity of those of ``paths`` warm recorded writing in ``tier``."""
+        found: dict[str, tuple[int, int, int, int]] = {}
+        batch = list(paths)
+        for start in range(0, len(batch), _IN_CHUNK):
+            part = batch[start:start + _IN_CHUNK]
+            for path, dev, ino, mtime_ns, size in self.db.execute(
+                    "SELECT path, dev, ino, mtime_ns, size FROM written WHERE tier = ? AND "
+                    f"path IN ({','.join('?' * len(part))})", [_column(tier), *part]):
+                found[path] = (dev, ino, mtime_ns, size)
+        return found
 
     def sizes(self, paths: Iterable[str], *, placed_in: str | None = None) -> dict[str, int]:
         """path -> bytes of those of ``paths`` the index knows (and ``placed_in`` that tier

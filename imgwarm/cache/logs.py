@@ -8,8 +8,12 @@ gzipped as ``access.log.2.gz`` (same first line; its trailer says its length, so
 to its end is not even decompressed), or copied and truncated in place (copytruncate: the
 truncated file starts with a new first line and is read from its start).
 
-Lines are untrusted: a line longer than ``MAX_LINE``, binary garbage, or one the format cannot
-read is counted as malformed and skipped. Only successful GETs and HEADs count.
+Lines are untrusted: a line longer than ``MAX_LINE`` (checked on every line, linearly: by
+jumps of ``MAX_LINE`` that each find a newline), binary garbage, or one the format cannot read
+is counted as malformed and skipped. Only successful GETs and HEADs count. Given a
+``Placeable``, each counted path is checked as it is read: an unsafe one is counted and
+dropped, one that is no variant's is dropped, and what is kept is pruned to the variants the
+index knows whenever it grows past ``KEEP`` (and twice what the last pruning kept).
 """
 
 from __future__ import annotations
@@ -30,12 +34,14 @@ from typing import TYPE_CHECKING
 from isal import igzip, igzip_lib
 
 from imgwarm.cache.logformat import LogFormat
+from imgwarm.cache.placeable import NOT_VARIANT, Placeable
 from imgwarm.cache.rank import Decay
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
 MAX_LINE = 64 * 1024
+KEEP = 1 << 12  # distinct paths kept before they are pruned to the variants the index knows
 BLOCK = 4 << 20
 PARALLEL_FROM = 16 << 20  # new bytes of a file worth forking parsers for
 PROCESSES = os.cpu_count() or 1
@@ -45,19 +51,47 @@ _DAMAGED = (OSError, EOFError, zlib.error, _ISAL_ERROR)  # a damaged or vanished
 
 @dataclass
 class Hits:
-    """What a read found: per requested path (still percent-encoded), its weight."""
+    """What a read found: per requested path (still percent-encoded; with a Placeable, per
+    variant key, of the variants that can be placed only), its weight."""
 
     by_path: dict[bytes, float] = field(default_factory=dict)
     count_by_path: dict[bytes, int] = field(default_factory=dict)
     lines: int = 0
     counted: int = 0  # successful GETs and HEADs
     malformed: int = 0
+    unsafe: int = 0  # counted requests whose path was unsafe ('..', odd bytes): dropped
     files: int = 0
     bytes_read: int = 0
+    # With a Placeable: paths not checked yet (at most KEEP and a block's), and the plain
+    # spelling of each variant found placeable (one a variant: bounded by what can be placed)
+    pending: dict[bytes, tuple[float, int]] = field(default_factory=dict)
+    plain: dict[bytes, bytes] = field(default_factory=dict)
 
     def add(self, path: bytes, weight: float, count: int) -> None:
         self.by_path[path] = self.by_path.get(path, 0.0) + weight
         self.count_by_path[path] = self.count_by_path.get(path, 0) + count
+
+    def bound(self, placeable: Placeable | None, *, at: int | None = None) -> None:
+        """Check the pending paths once there are more than ``at`` (KEEP): the unsafe are
+        counted, the others' keys asked of the index at once, and only the variants it knows
+        are kept."""
+        if placeable is None or len(self.pending) <= (KEEP if at is None else at):
+            return
+        keys: dict[bytes, bytes] = {}
+        for path, (_, count) in self.pending.items():
+            key = placeable.key(path)
+            if key is None:
+                self.unsafe += count
+            elif key is not NOT_VARIANT:
+                keys[path] = key
+        known = placeable.known(list(set(keys.values())))
+        for path, key in keys.items():
+            if key in known:
+                weight, count = self.pending[path]
+                self.add(key, weight, count)
+                if path == placeable.spelled(key):
+                    self.plain[path] = key
+        self.pending = {}  # (a new dict: one never shrinks when entries leave it)
 
 
 def log_files(patterns: list[str]) -> list[Path]:
@@ -110,41 +144,78 @@ def _skip(handle: gzip.GzipFile, count: int) -> None:
 
 def _blocks(path: Path, offset: int, hits: Hits) -> Iterator[tuple[bytes, int]]:
     """Whole lines from ``offset`` on, a block at a time, with the offset after each block.
-    A line still being written (no newline yet) is left for the next run; a line longer than
-    MAX_LINE is dropped whole, and counted as malformed."""
+    A line still being written (no newline yet) is left for the next run."""
     with _opened(path) as handle:  # type: ignore[attr-defined]
         if isinstance(handle, gzip.GzipFile):
             _skip(handle, offset)
         else:
             handle.seek(offset)
-        carry, dropping, position = b"", False, offset
-        while data := handle.read(BLOCK):
-            if dropping:  # the rest of a monster line
-                newline = data.find(b"\n")
-                if newline < 0:
-                    position += len(data)
-                    continue
-                position += newline + 1
-                data, dropping = data[newline + 1:], False
-            data = carry + data
-            end = data.rfind(b"\n") + 1
-            block, carry = data[:end], data[end:]
-            if len(carry) > MAX_LINE:
-                hits.malformed += 1
-                position += len(carry)
-                carry, dropping = b"", True
-            if block:
-                position += len(block)
-                hits.bytes_read += len(block)
-                yield block, position
+        yield from _whole_lines(iter(lambda: handle.read(BLOCK), b""), offset, hits)
+
+
+def _whole_lines(chunks: Iterator[bytes], position: int, hits: Hits, *,
+                 rest: bool = False) -> Iterator[tuple[bytes, int]]:
+    """Pieces cut anywhere, made into blocks of whole lines, each with the offset after it
+    (counting from ``position``). A line longer than MAX_LINE that runs over a piece's end is
+    dropped whole as it arrives (never gathered) and counted as malformed; ``rest``: the last
+    piece of line without a newline is a block too."""
+    carry, dropping = b"", False
+    for piece in chunks:
+        data = piece
+        if dropping:  # the rest of a monster line
+            newline = data.find(b"\n")
+            if newline < 0:
+                position += len(data)
+                continue
+            position += newline + 1
+            data, dropping = data[newline + 1:], False
+        data = carry + data
+        end = data.rfind(b"\n") + 1
+        block, carry = data[:end], data[end:]
+        if len(carry) > MAX_LINE:
+            hits.malformed += 1
+            hits.lines += 1
+            position += len(carry)
+            carry, dropping = b"", True
+        if block:
+            position += len(block)
+            hits.bytes_read += len(block)
+            yield block, position
+    if rest and carry:
+        yield carry, position + len(carry)
+
+
+def _within_limit(block: bytes) -> tuple[bytes, int]:
+    """The block without its lines longer than MAX_LINE, and how many those were. Linear: a
+    newline within each jump of MAX_LINE bytes means no line starting before it is too long,
+    so only a jump without one (a line too long, found whole) costs a second look."""
+    kept: list[bytes] = []
+    dropped, start, position, size = 0, 0, 0, len(block)
+    while size - position > MAX_LINE:
+        last = block.rfind(b"\n", position, position + MAX_LINE + 1)
+        if last >= 0:
+            position = last + 1
+            continue
+        end = block.find(b"\n", position)
+        end = size if end < 0 else end + 1
+        kept.append(block[start:position])
+        start = position = end
+        dropped += 1
+    if not dropped:
+        return block, 0
+    kept.append(block[start:])
+    return b"".join(kept), dropped
 
 
 def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
-           when: float, hits: Hits) -> Iterator[int]:
+           when: float, hits: Hits, placeable: Placeable | None) -> Iterator[int]:
     """Weigh the requests of each block into ``hits`` (``when``: now, the time of a block
     with no readable time); yields the offset after each block."""
     now = when
-    for block, offset in blocks:
+    for whole, offset in blocks:
+        block, too_long = _within_limit(whole)
+        hits.lines += too_long
+        hits.malformed += too_long
         found_time = log_format.time_of(block)
         if found_time is not None and math.isfinite(found_time):
             when = min(found_time, now)  # a line from the future counts as now
@@ -153,36 +224,34 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
         hits.lines += lines
         hits.malformed += unreadable
         by_path, count_by_path = hits.by_path, hits.count_by_path
+        plain, pending = hits.plain, hits.pending
         for target, count in counts.items():  # a few thousand paths a block: inlined
-            by_path[target] = by_path.get(target, 0.0) + weight * count
-            count_by_path[target] = count_by_path.get(target, 0) + count
+            key = target if placeable is None else plain.get(target)
+            if key is None:  # not checked yet: checked with many others (bound)
+                was = pending.get(target, (0.0, 0))
+                pending[target] = (was[0] + weight * count, was[1] + count)
+                continue
+            by_path[key] = by_path.get(key, 0.0) + weight * count
+            count_by_path[key] = count_by_path.get(key, 0) + count
         hits.counted += counts.total()
+        hits.bound(placeable)
         yield offset
 
 
-def _parsed(chunks: Iterator[bytes], text: str, weigh: Decay, when: float) -> Hits:
+def _parsed(chunks: Iterator[bytes], text: str, weigh: Decay, when: float,
+            placeable: Placeable | None) -> Hits:
     hits = Hits()
     log_format = _formats.get(text) or _formats.setdefault(text, LogFormat(text))
-    for _ in _count(_realigned((c, 0) for c in chunks), log_format, weigh, when, hits):
+    for _ in _count(_whole_lines(chunks, 0, hits, rest=True), log_format, weigh, when, hits,
+                    placeable):
         pass
+    hits.bound(placeable, at=0)
+    hits.plain = {}  # (this process's: not sent back)
     return hits
 
 
-def _realigned(chunks: Iterator[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
-    """Pieces cut anywhere, made into blocks of whole lines."""
-    carry = b""
-    for data, _ in chunks:
-        data = carry + data
-        end = data.rfind(b"\n") + 1
-        block, carry = data[:end], data[end:]
-        if block:
-            yield block, 0
-    if carry:
-        yield carry, 0
-
-
 def _range(path: str, start: int, end: int, text: str, weigh: Decay,
-           when: float) -> Hits:
+           when: float, placeable: Placeable | None) -> Hits:
     """A worker's share of a large plain file: the whole lines in [start, end), read a
     block at a time (a share of a large log is larger than memory)."""
     with open(path, "rb") as handle:
@@ -194,7 +263,7 @@ def _range(path: str, start: int, end: int, text: str, weigh: Decay,
                 left -= len(data)
                 yield data
 
-        return _parsed(chunks(), text, weigh, when)
+        return _parsed(chunks(), text, weigh, when, placeable)
 
 
 def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
@@ -210,7 +279,7 @@ def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]
 
 
 def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: Decay,
-                       when: float, hits: Hits) -> int:
+                       when: float, hits: Hits, placeable: Placeable | None) -> int:
     """A large plain file's new whole lines, a share for each core read and parsed by its
     own process; returns where they end."""
     with path.open("rb") as handle:
@@ -226,10 +295,11 @@ def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: De
 
     fork = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=len(ranges), mp_context=fork) as pool:
-        futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when)
-                   for a, b in ranges]
+        futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when,
+                               placeable) for a, b in ranges]
         for future in futures:
             _merge(hits, future.result())
+            hits.bound(placeable)
     hits.bytes_read += end - offset
     return end
 
@@ -243,9 +313,11 @@ def _merge(into: Hits, part: Hits) -> None:
     into.lines += part.lines
     into.counted += part.counted
     into.malformed += part.malformed
+    into.unsafe += part.unsafe
 
 
-def _parse_fed(conn: Connection, text: str, weigh: Decay, when: float) -> None:
+def _parse_fed(conn: Connection, text: str, weigh: Decay, when: float,
+               placeable: Placeable | None) -> None:
     """A parser process: blocks of whole lines come down ``conn`` until an empty one; its
     hits go back up once, at the end."""
 
@@ -253,11 +325,11 @@ def _parse_fed(conn: Connection, text: str, weigh: Decay, when: float) -> None:
         while block := conn.recv_bytes():
             yield block
 
-    conn.send(_parsed(blocks(), text, weigh, when))
+    conn.send(_parsed(blocks(), text, weigh, when, placeable))
 
 
 def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
-                     when: float, hits: Hits) -> Iterator[int]:
+                     when: float, hits: Hits, placeable: Placeable | None) -> Iterator[int]:
     """``_count`` with the parsing spread over one process per core, fed the blocks read (and
     decompressed) here in turn, as raw bytes down a pipe: no pickling of blocks, and each
     parser's hits come back once, not once a block. Yields the offset after the last block
@@ -269,8 +341,8 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
     workers = []
     for _ in range(PROCESSES):
         mine, theirs = fork.Pipe()
-        worker = fork.Process(target=_parse_fed, args=(theirs, log_format.text, weigh, when),
-                              daemon=True)
+        worker = fork.Process(target=_parse_fed, daemon=True,
+                              args=(theirs, log_format.text, weigh, when, placeable))
         worker.start()
         theirs.close()
         ends.append(mine)
@@ -287,6 +359,7 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
             end.send_bytes(b"")
         for end in ends:
             _merge(hits, end.recv())
+            hits.bound(placeable)
     finally:
         for end, worker in zip(ends, workers, strict=True):
             end.close()
@@ -298,10 +371,12 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
 
 
 def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int],
-              weigh: Decay, default_time: float) -> Hits:
+              weigh: Decay, default_time: float, placeable: Placeable | None = None) -> Hits:
     """Read what is new in ``files`` (``positions`` is updated in place: fingerprint -> offset
     read to) and weigh every counted request by ``weigh(time)``. Large new parts of plain
-    files are read by one process per core; gzipped ones are inflated here for them."""
+    files are read by one process per core; gzipped ones are inflated here for them. With
+    ``placeable``, the counts are by variant key, and only of variants that can be placed
+    (without, by requested path: for tests and tools that trust their logs)."""
     hits = Hits()
     seen: set[str] = set()
     for path in files:
@@ -320,12 +395,13 @@ def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int
             large = PROCESSES > 1 and path.stat().st_size - offset > PARALLEL_FROM
             if large and not gzipped:
                 positions[mark] = _plain_in_parallel(path, offset, log_format, weigh,
-                                                     default_time, hits)
+                                                     default_time, hits, placeable)
                 continue
             counting = _fed_in_parallel if large else _count
             for done in counting(_blocks(path, offset, hits), log_format, weigh,
-                                 default_time, hits):
+                                 default_time, hits, placeable):
                 positions[mark] = done
         except _DAMAGED:
             hits.malformed += 1  # a damaged or vanished file: what was read of it counts
+    hits.bound(placeable, at=0)
     return hits

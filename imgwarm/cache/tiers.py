@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import itertools
 import json
 import os
 import uuid
@@ -19,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imgwarm.exceptions import SettingsError, StorageError
+from imgwarm.exceptions import SettingsError
+from imgwarm.nesting import check_nesting
+from imgwarm.roots import apart, make_private
 from imgwarm.store.local import LocalStore
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
@@ -65,8 +66,9 @@ class Tier(LocalStore):
 
     def identity(self) -> str | None:
         try:
-            found = json.loads((self.root / IDENTITY).read_text())
-            return str(found["id"])
+            text = (self.root / IDENTITY).read_text()
+            check_nesting(text, 2)  # {"id": ..., "tier": ...}
+            return str(json.loads(text)["id"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -119,27 +121,17 @@ class Tiers:
         if kind != "tmpfs" and not allow_non_tmpfs:
             raise SettingsError(
                 f"the RAM tier {ram_root} is on {kind}, not tmpfs: it would not be in RAM. "
-                f"Mount one (mount -t tmpfs -o size=4G tmpfs {ram_root}) or set ram_root "
+                f"Mount one (mount -t tmpfs -o size=4G,mode=0755 tmpfs {ram_root}) or set "
+                "ram_root "
                 "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
                 "takes it anyway")
-        _apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
-        try:
-            ram_root.mkdir(parents=True, exist_ok=True)
-            nvme_root.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StorageError(f"cannot make the tier {error.filename}: {error.strerror}") \
-                from None
+        apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
+        # whoever owns a tier root, or may write it or swap a folder above it, decides what
+        # nginx serves under URLs cached for a year: refused, and made private when missing
+        make_private(ram_root, "the RAM tier (ram_root)")
+        make_private(nvme_root, "the NVMe tier (nvme_root)")
         return cls(Tier("ram", ram_root, max_entries=max_entries),
                    Tier("nvme", nvme_root, max_entries=max_entries))
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.ram, self.nvme))
-
-
-def _apart(folders: dict[str, Path]) -> None:
-    real = {name: os.path.realpath(folder) for name, folder in folders.items()}
-    for (a, path_a), (b, path_b) in itertools.combinations(real.items(), 2):
-        if path_a == path_b or path_a.startswith(path_b + "/") or \
-                path_b.startswith(path_a + "/"):
-            raise SettingsError(f"{a} ({folders[a]}) and {b} ({folders[b]}) must be apart: "
-                                "one holds the other")

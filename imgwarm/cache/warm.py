@@ -26,26 +26,28 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from imgwarm.cache.copier import Copier, Failed, Item, Result
+from imgwarm.cache.identity import identities, unchanged
 from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import Hits, log_files, read_logs
+from imgwarm.cache.placeable import Placeable, url_key
 from imgwarm.cache.rank import Decay
 from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record, Tombstone
-from imgwarm.store import Stores, safe_relative
+from imgwarm.roots import make_private
+from imgwarm.store import Stores
 from imgwarm.store.layout import hash_of_name
+from imgwarm.store.references import key_digest
 
 INDEX = "index.sqlite"  # in the cache_state folder
 BATCH = 1024  # files a commit (and a syncfs of the NVMe tier)
@@ -87,6 +89,7 @@ class WarmReport:
     requests_to_variants: int = 0  # of those, to a variant imgwarm knows
     malformed_lines: int = 0
     unsafe_paths: int = 0  # with .., odd bytes or outside the image prefix: never followed
+    damaged_records: int = 0  # manifest records that could not be read: skipped, kept as were
     ram_hit_share: float | None = None  # of the decayed requests, what RAM now answers
     dry_run: bool = False
     full: bool = False
@@ -110,7 +113,8 @@ class WarmReport:
                 f"{tier('nvme', self.nvme)}; RAM answers {share} of requests; "
                 f"{self.sources} source(s) read, {self.log_lines:,} log line(s) "
                 f"({self.malformed_lines:,} malformed, {self.unsafe_paths:,} unsafe paths); "
-                f"{self.seconds:.1f} s")
+                + (f"{self.damaged_records:,} damaged record(s) skipped; "
+                   if self.damaged_records else "") + f"{self.seconds:.1f} s")
 
 
 def _mib(n: int) -> str:
@@ -131,7 +135,7 @@ def open_tiers(settings: Settings) -> Tiers:
 @contextlib.contextmanager
 def lock(folder: Path) -> Any:
     """One run at a time on these tiers (warm, or gc's part in them); WarmBusy if taken."""
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private(folder, "the cache state (cache_state)")  # its index says what is trusted
     path = folder / "lock"
     with path.open("a+") as handle:
         try:  # flock, not lockf: it also keeps out a second run in this very process
@@ -146,30 +150,6 @@ def lock(folder: Path) -> Any:
         handle.write(str(os.getpid()))
         handle.flush()
         yield handle.fileno()
-
-
-# A plain URL path: segments of unreserved characters, none empty or starting with a dot
-# (so no '.', '..' or hidden name), no percent-escapes: its key is itself, with no more checks.
-_PLAIN_PATH = re.compile(rb"(?:/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+")
-
-
-def url_key(path: bytes, prefix: str) -> str | None:
-    """The variant key a requested URL path stands for; None for a path that is unsafe
-    (``..``, odd bytes, hidden names) or outside the image prefix: it is never followed."""
-    if _PLAIN_PATH.fullmatch(path) and path.startswith(prefix.encode()):
-        plain = path[len(prefix):].decode("ascii")
-        return plain or None
-    try:
-        text = unquote_to_bytes(path).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if not text.startswith(prefix):
-        return None
-    try:
-        key = safe_relative(text[len(prefix):])
-    except LayoutError:
-        return None
-    return None if any(p.startswith(".") for p in key.parts) else str(key)
 
 
 def warm(settings: Settings, *, access_logs: list[str] | None = None,
@@ -279,7 +259,7 @@ class _Run:
             for path, size, state in self.index.unsettled(tier.name):
                 self.touched.add(tier.name)
                 self.changed = True  # what a tier holds moved: plan again
-                there = tier.size_of(path) == size
+                there = _whole(tier, path, size)  # written by that run? its hash says
                 if state == "evicting" or not there:
                     if not self.dry_run:
                         tier.delete(path)
@@ -327,11 +307,14 @@ class _Run:
             times = {key: t for t, key in batch.entries}  # the latest change of each key
             with ThreadPoolExecutor(max_workers=16) as pool:
                 found = list(pool.map(self.stores.manifests.record, times))
-            if times:  # the percentile reads every scored row: only when something is new
+            # a record that cannot be read is not a source gone: what it referenced stays
+            damaged = {p.stem for p in self.stores.manifests.damaged}
+            self.report.damaged_records = len(damaged)
+            read = [(key, record, times[key]) for key, record in zip(times, found, strict=True)
+                    if key_digest(key) not in damaged]
+            if read:  # the percentile reads every scored row: only when something is new
                 prior_now = self.index.prior(self.decay(self.now))
-                self._set_sources([(key, record, times[key])
-                                   for key, record in zip(times, found, strict=True)],
-                                  prior_now)
+                self._set_sources(read, prior_now)
         if journal is not None:
             self.index.remember("changes", fresh)
         self._commit()
@@ -363,7 +346,11 @@ class _Run:
                 read, ahead = [], []
         self._set_sources(read, prior_now)
         self._copy_ahead(ahead)
-        self._set_sources([(key, None, self.now) for key in known], prior_now)  # gone
+        # gone, but for a damaged record's source: what it referenced stays until it is read
+        damaged = {p.stem for p in self.stores.manifests.damaged}
+        self.report.damaged_records = len(damaged)
+        self._set_sources([(key, None, self.now) for key in known
+                           if key_digest(key) not in damaged], prior_now)
         self._settle_ahead()
 
     def _set_sources(self, found: list[tuple[str, Record | None, float]],
@@ -423,16 +410,17 @@ class _Run:
 
     def _hotness(self, parser: LogFormat, patterns: list[str]) -> None:
         positions: dict[str, int] = self.index.meta("logs", {})
-        hits: Hits = read_logs(log_files(patterns), parser, positions, self.decay, self.now)
-        weights: dict[str, float] = {}
-        counts: dict[str, int] = {}
-        for target, weight in hits.by_path.items():
-            key = url_key(target, self.cache.image_prefix)
-            if key is None:
-                self.report.unsafe_paths += 1
-            else:
-                weights[key] = weights.get(key, 0.0) + weight
-                counts[key] = counts.get(key, 0) + hits.count_by_path[target]
+        index = self.index
+        placeable = Placeable(self.cache.image_prefix, self.stores.layout,
+                              str(self.cache.cache_state / INDEX),
+                              lambda keys: index.sizes(keys).keys())
+        hits: Hits = read_logs(log_files(patterns), parser, positions, self.decay, self.now,
+                               placeable)
+        # by variant key, checked as read: unsafe paths counted and dropped there
+        weights = {k.decode("utf-8", "surrogateescape"): w for k, w in hits.by_path.items()}
+        counts = {k.decode("utf-8", "surrogateescape"): c
+                  for k, c in hits.count_by_path.items()}
+        self.report.unsafe_paths += hits.unsafe
         known = set(self.index.sizes(weights))
         self.index.add_scores({k: w for k, w in weights.items() if k in known})
         self.report.log_files, self.report.log_lines = hits.files, hits.lines
@@ -572,8 +560,8 @@ class _Run:
             self.progress("tiers", start, len(paths))
             items: list[Item] = []
             part = paths[start:start + BATCH]
-            on_nvme = self.index.sizes((p for p in part if p not in wanted["nvme"]),
-                                       placed_in="nvme")
+            on_nvme = self._still_written(self.tiers.nvme, self.index.sizes(
+                (p for p in part if p not in wanted["nvme"]), placed_in="nvme"))
             for path in part:
                 targets = tuple(t.name for t in self.tiers
                                 if path in wanted[t.name] and not self._report(t).stopped)
@@ -629,9 +617,15 @@ class _Run:
             elif report.stopped is None:
                 report.stopped = result.message
         self.index.mark(tier.name, placed, "placed")
+        self.index.note_written(tier.name, identities(tier, placed))
         self.index.mark(tier.name, failed, None)
         report.copied += len(placed)
         report.copied_bytes += sum(placed.values())
+
+    def _still_written(self, tier: Tier, paths: Iterable[str]) -> set[str]:
+        """Of files the index says a tier holds, those still the very files warm wrote there
+        (a copy is read from them): any other is copied from the origin, and replaced."""
+        return unchanged(tier, self.index.written(tier.name, paths))
 
     def _copier(self) -> Copier:
         if self.copier is None:  # started on the first copy: a run with none forks nothing

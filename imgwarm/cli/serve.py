@@ -182,7 +182,8 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
 @click.argument("sources", nargs=-1, metavar="[SOURCE...]")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("var/gallery"), show_default=True,
-              help="Folder for index.html, pages.json and nginx.conf.")
+              help="Folder for site/index.html, pages.json and nginx.conf (apart from the "
+              "stores' folders).")
 @click.option("--listen", default="127.0.0.1:8080", show_default=True, metavar="ADDR",
               help="The address in nginx.conf (`imgwarm serve` picks a free port itself).")
 @click.option("--title", default="imgwarm gallery", show_default=True)
@@ -253,13 +254,15 @@ def serve(ctx: click.Context, /, folder: Path, port: int | None) -> None:
     Exit status: 0 stopped, 1 nginx missing or not starting, 2 usage errors.
     """
     from imgwarm.exceptions import ImgwarmError, SettingsError
-    from imgwarm.serve.gallery import PAGES
+    from imgwarm.serve.gallery import PAGE, PAGES, SITE
     from imgwarm.serve.server import serve as run
     from imgwarm.text import printable
 
     if not (folder / PAGES).is_file():
         raise click.UsageError(f"{folder} holds no gallery ({PAGES}): run imgwarm gallery "
                                "first")
+    if not (folder / SITE / PAGE).is_file():  # written before the page moved to site/
+        raise click.UsageError(f"{folder} holds no {SITE}/{PAGE}: run imgwarm gallery again")
     settings = load(ctx)
 
     def ready(url: str) -> None:

@@ -3,6 +3,7 @@ access logs that say what is hot."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ class CacheSettings(BaseModel):
         Path("var/cache/nvme"),
         description="Root of the NVMe (disk) tier: every variant, at its URL path.")
     ram_root: Path = Field(
-        Path("/dev/shm/imgwarm-ram"),
-        description="Root of the RAM tier: the hottest thumbnails, on a tmpfs.")
+        # /dev/shm is everyone's: the tier lives in a folder of this user's in it
+        Path(f"/dev/shm/imgwarm-{os.geteuid()}/ram"),
+        description="Root of the RAM tier: the hottest thumbnails, on a tmpfs (by default in "
+        "a folder of the user's own under /dev/shm, made 0755).")
     ram_budget: str = Field(
         "80%", description="Most bytes the RAM tier holds: a size (512K, 300M, 2G) or a "
         "percentage of its tmpfs; never more than the tmpfs has free.")

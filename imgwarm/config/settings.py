@@ -25,9 +25,11 @@ from imgwarm.config.marks import Affects, marked
 from imgwarm.config.queue import QueueSettings
 from imgwarm.config.store import StoreSettings
 from imgwarm.exceptions import SettingsError
+from imgwarm.nesting import check_nesting
 
 ENV_PREFIX = "IMGWARM_"
 DEFAULT_CONFIG_FILE = Path("imgwarm.toml")
+SETTINGS_DEPTH = 8  # a config file needs 2: a group's table, a list
 GROUPS: dict[str, type[BaseModel]] = {
     "image": ImageSettings, "store": StoreSettings, "queue": QueueSettings,
     "cache": CacheSettings,
@@ -77,9 +79,10 @@ class _FlatToml(PydanticBaseSettingsSource):
         if self.path is None:
             return {}
         try:
-            with self.path.open("rb") as handle:
-                flat = tomllib.load(handle)
-        except (OSError, tomllib.TOMLDecodeError) as error:
+            raw = self.path.read_bytes()
+            check_nesting(raw, SETTINGS_DEPTH)
+            flat = tomllib.loads(raw.decode("utf-8"))
+        except (OSError, ValueError) as error:  # (TOMLDecodeError, TooDeep, UnicodeError)
             raise SettingsError(f"config file {self.path}: {error}") from None
         return nest(flat, f"config file {self.path}")
 

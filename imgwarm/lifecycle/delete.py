@@ -24,10 +24,15 @@ from imgwarm.exceptions import ImgwarmError, StorageError
 from imgwarm.lifecycle.reclaim import reclaim
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.store import Stores, check_source_key
+from imgwarm.store.local import LocalStore
 
 
 class UnknownSource(ImgwarmError):
     """No manifest, failure or tombstone for the key: nothing to delete."""
+
+
+class NotAnOriginal(ImgwarmError):
+    """``original`` names a folder (or an S3 prefix holding objects), not one file."""
 
 
 @dataclass
@@ -56,6 +61,7 @@ def delete(key: str, stores: Stores, *, original: bool = False,
            now: float | None = None) -> Deletion:
     """Take the source at ``key`` down (see the module's docstring). Raises LayoutError for an
     unsafe key, UnknownSource when nothing is known of it (and ``original`` is not asked),
+    NotAnOriginal when ``original`` names a folder (before anything is written),
     StorageError when the origin or manifest store fails (run it again: it goes on)."""
     local_file = os.path.isabs(key)  # a local source's key is its absolute path
     if not local_file:
@@ -64,6 +70,8 @@ def delete(key: str, stores: Stores, *, original: bool = False,
     previous = manifests.record(key)
     if previous is None and (local_file or not original):
         raise UnknownSource(f"{key}: no manifest, failure or tombstone here (nothing deleted)")
+    if original:  # before the tombstone: a delete refused leaves nothing behind
+        _check_original(key, stores, local_file)
     done = Deletion(key, already=isinstance(previous, Tombstone))
     paths = [p for p in _named(previous) if stores.layout.holds(p)]  # never an original
     wanted = original or (isinstance(previous, Tombstone) and previous.original)
@@ -90,6 +98,19 @@ def _named(record: Record | None) -> list[str]:
     if isinstance(record, Manifest):
         return sorted({v.path for v in record.variants})
     return sorted(set(record.variants)) if isinstance(record, Tombstone) else []
+
+
+def _check_original(key: str, stores: Stores, local_file: bool) -> None:
+    origin = stores.origin
+    if local_file:
+        folder = os.path.isdir(key)
+    elif isinstance(origin, LocalStore):
+        folder = origin.path(key).is_dir()
+    else:  # S3 has no folders: a key with no object but objects under it is one
+        folder = not origin.exists(key) and next(iter(origin.files(key)), None) is not None
+    if folder:
+        raise NotAnOriginal(f"{key}: a folder, not an original file (--original removes one "
+                            "file); nothing deleted")
 
 
 def _remove_original(key: str, stores: Stores, local_file: bool) -> None:

@@ -51,6 +51,7 @@ class GcReport:
     manifests: int = 0  # full: records read
     claims_added: int = 0  # full: markers a manifest needed and lacked
     claims_removed: int = 0  # full: markers no manifest stood behind
+    damaged: int = 0  # full: records that could not be read (skipped; their claims kept)
     paths: list[str] = field(default_factory=list)  # what went (or would go)
     tiers: dict[str, Any] | None = None  # the cache tiers' part (cache/collect.py)
     seconds: float = 0.0
@@ -66,6 +67,7 @@ class GcReport:
         if self.full:
             text += (f"; full pass: {self.listed:,} variants, {self.manifests:,} records, "
                      f"claims +{self.claims_added:,} -{self.claims_removed:,}")
+            text += f", {self.damaged:,} damaged record(s) skipped" if self.damaged else ""
         if self.tiers is not None:
             text += "; tiers: " + ", ".join(
                 f"{name} -{t['removed']:,} ({t['bytes'] / (1 << 20):,.1f} MiB)"
@@ -183,9 +185,11 @@ def _full_pass(stores: Stores, report: GcReport, now: float
             gone.update(record.variants)
     times = listed_times(stores.origin)  # else looked up for the few that need it
     claims: dict[str, set[str]] = {}
+    damaged = {p.stem for p in stores.manifests.damaged}  # unread: their claims stand
+    report.damaged = len(damaged)
     for path, digest, when in references.claimed(times=times):
         claims.setdefault(path, set()).add(digest)
-        if digest in named.get(path, ()):
+        if digest in named.get(path, ()) or digest in damaged:
             continue
         if (when if times else references.written(path, digest)) < now - STALE_CLAIM:
             report.claims_removed += 1

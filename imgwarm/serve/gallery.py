@@ -1,10 +1,13 @@
 """Gallery: a page of optimized images with their picture tags, and what serves it.
 
-One folder holds everything nginx needs to show it: ``index.html`` (the first image is the
-hero: loaded first, preloaded by a Link header; the rest lazily, in a grid), ``pages.json``
+One folder holds everything nginx needs to show it: ``site/index.html`` (the first image is
+the hero: loaded first, preloaded by a Link header; the rest lazily, in a grid), ``pages.json``
 (the page and its sources, as ``imgwarm nginx --pages`` reads it) and ``nginx.conf`` (the
 config ``imgwarm nginx`` writes for that folder and pages file: include it in http {}).
-``imgwarm serve`` runs nginx on it (serve/server.py).
+``imgwarm serve`` runs nginx on it (serve/server.py). nginx serves the page at ``/`` from
+``site/`` (an exact location: nothing else there is served) and variant-shaped paths from the
+tiers, and answers 404 for everything else: the pages file and the config, which name the
+roots, sit beside ``site/``, never in it. The folder is kept apart from the stores' roots.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
+from imgwarm.roots import apart, stores_roots
 from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
 from imgwarm.serve.nginx import check as nginx_check
 from imgwarm.serve.pages import preloads, read_pages
@@ -22,7 +26,7 @@ from imgwarm.serve.picture import picture
 from imgwarm.serve.written import write_all
 from imgwarm.store import Stores
 
-PAGE, PAGES, CONFIG = "index.html", "pages.json", "nginx.conf"
+PAGE, PAGES, CONFIG, SITE = "index.html", "pages.json", "nginx.conf", "site"
 HERO_WIDTH = 960  # CSS px: the page's width, the hero's at most
 HERO_SIZES = f"(max-width: {HERO_WIDTH}px) 100vw, {HERO_WIDTH}px"  # the preload's too
 COLUMN = 280  # CSS px: the narrowest grid column
@@ -49,7 +53,9 @@ def gallery_config(settings: Settings, folder: Path, pages: dict[str, list[str]]
     prefix = image_prefix(settings, None)
     found = preloads(pages, Stores.for_settings(settings.store), prefix=prefix,
                      sizes=HERO_SIZES)
-    return render(settings, NginxOptions(listen=listen, site_root=folder.resolve(),
+    apart({"gallery folder (--out)": folder, **stores_roots(settings)})
+    return render(settings, NginxOptions(listen=listen, site_root=(folder / SITE).resolve(),
+                                         site_pages={"/": f"/{PAGE}"},
                                          tier_header=tier_header, access_log=access_log,
                                          pages=found))
 
@@ -76,10 +82,11 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
     if check:
         nginx_check(config, snippet=False)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_all({folder / PAGE: html, folder / PAGES: json.dumps(pages, indent=2) + "\n",
+    (folder / SITE).mkdir(parents=True, exist_ok=True)
+    write_all({folder / SITE / PAGE: html, folder / PAGES: json.dumps(pages, indent=2) + "\n",
                folder / CONFIG: config.whole})
-    return Gallery(folder, folder / PAGE, folder / PAGES, folder / CONFIG, len(manifests))
+    return Gallery(folder, folder / SITE / PAGE, folder / PAGES, folder / CONFIG,
+                   len(manifests))
 
 
 def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str) -> dict[str, object]:

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError, SettingsError
 from imgwarm.formats import OUTPUTS
-from imgwarm.serve.confsafe import bare, single_quoted
+from imgwarm.roots import apart, stores_roots
+from imgwarm.serve.confsafe import bare, quoted, single_quoted
 from imgwarm.serve.pages import Page
 from imgwarm.store.layout import Layout
 
@@ -49,6 +50,9 @@ S3_HIDDEN = (
     "cache-control", "vary", "accept-ranges")
 
 
+_FILE = r"/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*"  # a page's file under the site root
+
+
 class NginxError(ImgwarmError):
     """nginx refused the config, or the config asks for what this nginx cannot do."""
 
@@ -59,6 +63,9 @@ class NginxOptions:
     server_name: str = "_"
     image_prefix: str | None = None  # None: the image_prefix setting
     site_root: Path | None = None
+    # only these pages of the site root (URL path -> its file under the root), each an exact
+    # location, everything else 404 (the gallery); None: every file under it but dot files
+    site_pages: dict[str, str] | None = None
     app: str | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -130,14 +137,19 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
     if options.pages and not snippet and options.site_root is None and options.app is None:
         raise SettingsError("--pages: the pages are served by this server: give --site-root "
                             "or --app (or --snippet, for your own server)")
-    site: dict[str, str] | None = None
+    site: dict[str, Any] | None = None
     if options.site_root is not None:
-        site = {"root": _path(options.site_root, "--site-root")}
+        # never a store's folder, nor one that holds one: nginx would serve manifests, state
+        # and originals as pages
+        apart({"--site-root": options.site_root, **stores_roots(settings)})
+        site = {"root": _path(options.site_root, "--site-root"), "only": [
+            {"path": quoted(page, "site page"), "file": bare(file, "site page file", _FILE)}
+            for page, file in (options.site_pages or {}).items()]}
     elif options.app is not None:
         parts = urlsplit(options.app)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise SettingsError(f"--app {options.app!r} must be an http:// or https:// URL")
-        site = {"root": "", "app": bare(options.app, "--app")}
+        site = {"root": "", "app": bare(options.app, "--app"), "only": []}
     log_format = "" if cache.log_format == "combined" else \
         single_quoted(cache.log_format, "log_format")
     return {

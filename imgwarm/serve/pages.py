@@ -22,6 +22,7 @@ from urllib.parse import quote
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.formats import OUTPUTS
 from imgwarm.manifest import Manifest, Tombstone, Variant
+from imgwarm.nesting import TooDeep, check_nesting
 from imgwarm.serve.confsafe import ConfigValueError, checked, quoted
 from imgwarm.store import Stores
 from imgwarm.store.origin import local_key
@@ -32,6 +33,8 @@ HREF_WIDTH = 640  # the URL for browsers without imagesrcset: a width that suits
 # nginx's $request_uri, which the map reads, keeps it so.
 _PATH_SAFE = "/:@!&'()*+,;=-._~%"
 _SIZES = re.compile(r"[A-Za-z0-9 ().,:%/-]+")  # media conditions and lengths: no quotes
+PAGES_DEPTH = 4  # the format needs 2: pages -> their sources
+MAX_PAGES_BYTES = 64 << 20
 VARIANT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*/[a-z0-9-]*\.?[0-9a-f]+\.[a-z]+")
 
 
@@ -49,14 +52,20 @@ class Page:
 def read_pages(file: Path) -> dict[str, list[str]]:
     """The pages file as page -> sources; PagesError naming the entry that is wrong."""
     try:
-        raw = file.read_bytes()
+        with file.open("rb") as handle:
+            raw = handle.read(MAX_PAGES_BYTES + 1)
     except OSError as error:
         raise PagesError(f"cannot read the pages file {file}: {error.strerror}") from None
+    if len(raw) > MAX_PAGES_BYTES:
+        raise PagesError(f"the pages file {file} is larger than {MAX_PAGES_BYTES >> 20} MiB")
     data: Any
     try:
+        check_nesting(raw, PAGES_DEPTH)
         text = raw.decode("utf-8")
         data = tomllib.loads(text) if file.suffix == ".toml" else \
             json.loads(text, object_pairs_hook=_no_duplicates)
+    except TooDeep as error:
+        raise PagesError(f"the pages file {file} is {error}") from None
     except (UnicodeDecodeError, ValueError) as error:
         kind = "TOML" if file.suffix == ".toml" else "JSON"
         raise PagesError(f"the pages file {file} is not valid {kind}: {error}") from None

@@ -329,6 +329,8 @@ class LocalStore:
         try:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path.name, dir_fd=folder)
+        except IsADirectoryError:  # a key is a file's: never a folder's traceback
+            raise StorageError(f"cannot delete {key}: it is a folder, not a file") from None
         finally:
             os.close(folder)
 

@@ -33,6 +33,9 @@ class ManifestStore:
         self.layout = layout
         self.changes = changes
         self.references = References(store, layout)
+        # records ``everything`` found unreadable (damaged, hostile: too deep) and skipped;
+        # a record's file is named by its key's digest, so its claims can still stand
+        self.damaged: list[PurePosixPath] = []
 
     def key_path(self, key: str) -> PurePosixPath:
         digest = key_digest(key)
@@ -40,9 +43,13 @@ class ManifestStore:
 
     def record(self, key: str) -> Record | None:
         """What is known of a key: its manifest, the reason it failed, or None when nothing
-        is, or the record is damaged (the source is then made again, which rewrites it)."""
-        raw = self.store.read(self.key_path(key))
+        is, or the record is damaged (the source is then made again, which rewrites it; it
+        is noted in ``damaged``)."""
+        path = self.key_path(key)
+        raw = self.store.read(path)
         found = parse_record(raw) if raw is not None else None
+        if raw is not None and found is None:
+            self.damaged.append(path)
         return found if found is not None and found.key == key else None
 
     def get(self, key: str) -> Manifest | None:
@@ -92,4 +99,6 @@ class ManifestStore:
         except LayoutError:
             return None
         found = parse_record(raw) if raw is not None else None
+        if raw is not None and found is None:
+            self.damaged.append(path)  # (list.append: safe from the reading threads)
         return found if found is not None and self.key_path(found.key) == path else None

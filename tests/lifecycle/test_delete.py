@@ -162,3 +162,24 @@ def test_a_page_whose_hero_was_deleted_loses_its_preload_not_the_config(site: Si
     assert len(found) == 1 and kept.variants[0].path.split("/")[0] in str(found[0])
     with pytest.raises(PagesError, match="no manifest"):  # never made: still an error
         preloads({"/ad/2/": ["up/never.jpg"]}, stores(site), prefix="/")
+
+
+def test_deleting_a_folder_as_an_original_is_refused_and_leaves_no_tombstone(
+        site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import Cli
+
+    origin = stores(site).origin
+    origin.write("uploads/inner/a.jpg", b"not ours to remove")  # a folder, or an S3 prefix
+    keys = ["uploads"]
+    if site.settings.store.origin == "local":
+        (site.settings.store.origin_root / "empty").mkdir()
+        keys.append("empty")
+    for key in keys:
+        done = Cli()("delete", "--original", key, env=site.env())
+        assert done.exit_code == 1 and "Traceback" not in done.stderr
+        assert f"FAILED {key}: a folder, not an original file" in done.stderr
+        assert stores(site).manifests.record(key) is None  # no tombstone
+    assert origin.exists("uploads/inner/a.jpg")
+    monkeypatch.chdir(site.root)  # a local folder named as a source: not an origin key
+    local = Cli()("delete", "--original", str(site.sources), env=site.env())
+    assert local.exit_code == 2 and "Traceback" not in local.stderr

@@ -1,0 +1,127 @@
+"""Hostile access logs: parsing is linear in the input, every line has its length limit, paths
+are checked as they are read, and memory follows what can be placed, not the junk sent."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from imgwarm.cache import logs
+from imgwarm.cache.index import Index
+from imgwarm.cache.logformat import LogFormat, LogFormatError
+from imgwarm.cache.logs import Hits, read_logs
+from imgwarm.cache.placeable import Placeable
+from imgwarm.cache.rank import Decay
+from imgwarm.manifest import Variant
+from tests.conftest import Cli
+from tests.hostile_logs import LAYOUT, VARIANT, cut_gzip, hostile, junk_paths, line
+
+NOW = 1_790_000_000.0
+FLAT = Decay(NOW, 1e12)
+KNOWN = VARIANT.encode()
+
+
+def placeable(folder: Path) -> Placeable:
+    """Paths checked as a warm run checks them, against a real index of warm's (made in
+    ``folder`` the first time) that knows one variant, VARIANT."""
+    index = folder / "state" / "index.sqlite"
+    if not index.exists():
+        made = Index(index)
+        made.set_source("up/a.jpg", [Variant(format="webp", width=320, height=200, bytes=900,
+                                             path=VARIANT)], 1.0)
+        made.close(keep=True)
+    return Placeable("/", LAYOUT, str(index))
+
+
+def parse(file: Path, data: bytes) -> tuple[Hits, float]:
+    file.write_bytes(data)
+    paths = placeable(file.parent)
+    started = time.perf_counter()
+    hits = read_logs([file], LogFormat("combined"), {}, FLAT, NOW, paths)
+    return hits, time.perf_counter() - started
+
+
+def test_each_hostile_kind_is_read_for_what_it_is(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "KEEP", 2)  # prune at once: only what the index knows stays
+    hits, _ = parse(tmp_path / "access.log", hostile(8))
+    # 40 lines, 5 of each kind: the over-long ones (72 KB) malformed (their request, at the end,
+    # not counted); the fake requests inside quoted fields never counted; the invalid UTF-8
+    # and climbing paths unsafe; the shaped junk dropped; the good requests counted
+    assert (hits.lines, hits.malformed, hits.unsafe) == (40, 5, 10)
+    assert hits.count_by_path == {KNOWN: 5}
+    assert hits.counted == 5 + 5 + 5 + 5  # good, unsafe UTF-8, climbing, junk: all 200s
+
+
+def test_a_line_past_the_limit_inside_a_block_is_malformed(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    good = line(b"/" + KNOWN)
+    data = good * 3 + b"/" * 100_000 + good + good * 2  # the request at the long line's end
+    hits, _ = parse(tmp_path / "access.log", data)
+    assert (hits.lines, hits.malformed, hits.count_by_path) == (6, 1, {KNOWN: 5})
+    monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)  # the same, read by forked parsers
+    monkeypatch.setattr(logs, "PROCESSES", 2)
+    monkeypatch.setattr(logs, "BLOCK", 30_000)
+    spread, _ = parse(tmp_path / "access.log", data * 40)
+    assert (spread.lines, spread.malformed, spread.count_by_path) == (240, 40, {KNOWN: 200})
+
+
+def time_per_byte(folder: Path, scale: int) -> float:
+    data = hostile(scale, lines=1600)
+    return min(parse(folder / "access.log", data)[1] for _ in range(3)) / len(data)
+
+
+def test_parse_time_grows_linearly_with_hostile_lines(tmp_path: Path) -> None:
+    """Every hostile part twice as long: about twice the bytes, and a reader that backtracks
+    takes 4x and more; a linear one the same time a byte."""
+    small, large = time_per_byte(tmp_path, 8), time_per_byte(tmp_path, 16)
+    assert large / small < 1.6, (small, large)
+
+
+def peak(file: Path, data: bytes) -> int:
+    file.write_bytes(data)
+    tracemalloc.start()
+    try:
+        read_logs([file], LogFormat("combined"), {}, FLAT, NOW, placeable(file.parent))
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_follows_what_can_be_placed_not_distinct_junk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "PROCESSES", 1)  # all of it parsed here, where it is traced
+    log = tmp_path / "access.log"
+    repeated = peak(log, junk_paths(60_000, distinct=False))
+    distinct = peak(log, junk_paths(60_000, distinct=True))
+    more = peak(log, junk_paths(120_000, distinct=True))
+    # what does not grow with the junk: the blocks in hand (4 MiB, a few copies), one block's
+    # distinct paths, the verdicts remembered, what waits for the next pruning
+    assert distinct < 2.5 * repeated, (repeated, distinct)
+    assert more < 1.1 * distinct, (distinct, more)
+
+
+def test_a_gzipped_hostile_log_cut_short_counts_what_was_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logs, "BLOCK", 50_000)
+    hits, _ = parse(tmp_path / "access.log.2.gz", cut_gzip(hostile(8, lines=400)))
+    assert 0 < hits.lines < 400 and hits.count_by_path[KNOWN] > 0
+    assert hits.malformed == hits.lines // 8 + 1  # the long lines, and the break
+
+
+@pytest.mark.parametrize("text", ["$1", "$é", "${status", "$", "${}", "$remote_addr $1x"])
+def test_a_log_format_with_what_is_not_a_variable_is_refused(text: str) -> None:
+    with pytest.raises(LogFormatError, match="is not a variable"):
+        LogFormat(f'"$request" $status {text}')
+
+
+def test_warm_with_a_bad_log_format_says_so_in_one_line(tmp_path: Path, run_cli: Cli) -> None:
+    for text in ("$1", "$é", '"$request" $status ${status'):
+        done = run_cli("warm", "--log-format", text)
+        assert done.exit_code == 2, done.output
+        errors = [t for t in done.stderr.splitlines() if t.startswith("Error:")]
+        assert len(errors) == 1 and "is not a variable" in errors[0]
+        assert "Traceback" not in done.stderr

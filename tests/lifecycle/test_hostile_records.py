@@ -1,0 +1,78 @@
+"""Deeply nested JSON and TOML (a pages file, a manifest record planted in the store, a config
+file): refused with one line by every command that reads them, never a RecursionError; one bad
+record is reported and skipped, and warm and gc --full go on with the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgwarm.lifecycle.gc import gc
+from tests.cache.conftest import Site
+from tests.conftest import Cli
+from tests.lifecycle.conftest import by_key, in_origin, stores
+
+pytestmark = pytest.mark.usefixtures("ram")
+
+DEEP_JSON = b"[" * 20_000 + b"]" * 20_000  # 40 KB: far past Python's recursion limit
+DEEP_TOML = b'"/" = ' + b"[" * 20_000 + b"]" * 20_000 + b"\n"
+
+
+def one_line(done: object, code: int) -> str:
+    """The single line a command said on stderr (click's usage block aside)."""
+    stderr = done.stderr  # type: ignore[attr-defined]
+    assert done.exit_code == code, stderr  # type: ignore[attr-defined]
+    assert "Traceback" not in stderr and "RecursionError" not in stderr
+    said = [t for t in stderr.splitlines() if t.strip() and not t.startswith(("Usage:", "Try"))]
+    assert len(said) == 1, said
+    return said[0]
+
+
+def test_a_planted_deep_record_is_skipped_and_the_rest_go_on(site: Site) -> None:
+    found = by_key(site)
+    bad, good = found["photo-0.jpg"], found["photo-1.jpg"]
+    first = site.warm()
+    assert first.nvme.copied == len(bad.variants) + len(good.variants)
+    s = stores(site)
+    s.manifests.store.write(s.manifests.key_path(bad.key), DEEP_JSON, replace=True)
+    cli, env = Cli(), site.env()
+
+    assert "no manifest" in one_line(cli("picture", bad.key, env=env), 1)
+    assert "no manifest" in one_line(cli("show", bad.key, env=env), 1)
+    one_line(cli("delete", bad.key, env=env), 2)  # no record: not a key it can take
+    shown = cli("gallery", "--out", str(site.root / "gallery"), env=env)
+    assert shown.exit_code == 0, shown.stderr  # the good one shown, the bad one skipped
+
+    assert s.manifests.changes is not None
+    s.manifests.changes.record(bad.key)  # the journal says it changed: read on its own
+    following = site.warm()
+    assert following.damaged_records == 1 and following.variants_dropped == 0
+    assert {v.path for v in bad.variants} <= site.in_tier("nvme")
+
+    again = site.warm(full=True)
+    assert again.damaged_records == 1 and "1 damaged record(s) skipped" in again.line()
+    held = site.in_tier("nvme")
+    assert {v.path for v in bad.variants} <= held and {v.path for v in good.variants} <= held
+
+    collected = gc(site.settings, grace=0.0, full=True)
+    assert collected.damaged == 1 and collected.removed == 0
+    assert in_origin(site, bad) == {v.path for v in bad.variants}  # its claims stood
+    assert in_origin(site, good) == {v.path for v in good.variants}
+
+
+@pytest.mark.parametrize(("name", "body"), [("pages.json", DEEP_JSON),
+                                            ("pages.toml", DEEP_TOML)])
+def test_a_deep_pages_file_is_refused_in_one_line(site: Site, name: str, body: bytes) -> None:
+    pages = site.root / name
+    pages.write_bytes(body)
+    said = one_line(Cli()("nginx", "--pages", str(pages), "--site-root", str(site.root / "w"),
+                          env=site.env()), 1)
+    assert "nested more than" in said and name in said
+
+
+def test_a_deep_config_file_is_refused_in_one_line(site: Site, tmp_path: Path) -> None:
+    config = tmp_path / "deep.toml"
+    config.write_bytes(b"[cache]\nram_budget = " + b"[" * 20_000 + b"]" * 20_000 + b"\n")
+    said = one_line(Cli()("--config", str(config), "warm", env=site.env()), 2)
+    assert "nested more than" in said and str(config) in said
