@@ -1,5 +1,5 @@
-"""``imgwarm delete`` and ``imgwarm gc``: a photo taken down everywhere; variants nobody names
-reclaimed after a grace period."""
+"""``imgwarm delete``, ``imgwarm gc`` and ``imgwarm fsck``: a photo taken down everywhere;
+variants nobody names reclaimed after a grace period; a store's bad states found and set right."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from imgwarm.cli.report import bars
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
+    from imgwarm.lifecycle.fsck import FsckReport
     from imgwarm.store import Stores
 
 
@@ -131,3 +132,70 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
             click.echo(f"{'would remove' if dry_run else 'removed'} {path}")
         click.echo(report.line())
     ctx.exit(EXIT_OK)
+
+
+@click.command()
+@click.option("--repair", is_flag=True,
+              help="Set right what is safe to: add the missing claims, drop the dangling "
+              "ones (gc's grace then starts now), make sources with a missing file again "
+              "from their originals.")
+@click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
+@click.pass_context
+def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) -> None:
+    """Check the store: read every manifest and claim and list the origin, and report each
+    kind of bad state with its count and paths:
+
+    \b
+      missing    a manifest names a variant whose file is not in the origin
+      unclaimed  a manifest names a variant without its claim (gc could remove it)
+      dangling   a claim no manifest stands behind, older than an hour (a younger one
+                 may be an upload under way: shown as in flight, never touched)
+      damaged    a record that cannot be read
+
+    --repair makes the sources with a missing file again from their originals, adds the
+    missing claims, and removes the dangling ones (their variants then go at gc after the
+    grace period, counted from now). It never writes over a manifest whose original cannot
+    be read (reported as unrepaired, with why), never touches a damaged record (make its
+    source again), and removes no file.
+
+    Exit status: 0 when the store is clean or everything found was repaired, 1 when
+    problems are left, 2 for usage errors.
+    """
+    from imgwarm.exceptions import ImgwarmError, SettingsError
+    from imgwarm.lifecycle.fsck import check
+    from imgwarm.store import Stores
+
+    settings = load(ctx)
+    try:
+        with bars(as_json, "checking") as progress:
+            report = check(Stores.for_settings(settings.store), repair=repair, now=now,
+                           settings=settings, progress=progress)
+    except SettingsError as error:
+        raise click.UsageError(str(error)) from None
+    except ImgwarmError as error:
+        click.echo(printable(f"fsck FAILED: {error}"), err=True)
+        ctx.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json_text(report.to_object()))
+    else:
+        for line in _found_lines(report):
+            click.echo(printable(line))
+        for what, why in sorted(report.unrepaired.items()):
+            click.echo(printable(f"UNREPAIRED {what}: {why}"), err=True)
+        for line in [*report.lines(), report.line()]:
+            click.echo(printable(line))
+    ctx.exit(EXIT_FAILED if report.left() else EXIT_OK)
+
+
+def _found_lines(report: FsckReport) -> list[str]:
+    """A line a path found: its kind, the path, and what the repair did."""
+    lines = []
+    for kind in ("missing", "unclaimed", "dangling", "damaged"):
+        finding = getattr(report, kind)
+        repaired = set(finding.repaired)
+        for path in finding.paths:
+            done = " (repaired)" if path in repaired else ""
+            lines.append(f"{kind:9}  {path}{done}")
+    lines += [f"{'in flight':9}  {path} (left alone)" for path in report.in_flight]
+    return lines

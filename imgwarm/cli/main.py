@@ -35,7 +35,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
                 cache.warm, serve.nginx, serve.picture, serve.gallery, serve.serve,
                 inspect.config_, make.samples, health.health, lifecycle.delete,
-                lifecycle.gc):
+                lifecycle.gc, lifecycle.fsck):
     cli.add_command(command)
 
 
