@@ -157,7 +157,7 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) 
     missing claims, and removes the dangling ones (their variants then go at gc after the
     grace period, counted from now). It never writes over a manifest whose original cannot
     be read (reported as unrepaired, with why), never touches a damaged record (make its
-    source again), and removes no file.
+    source again), and removes no variant or original (gc does, after the grace period).
 
     Exit status: 0 when the store is clean or everything found was repaired, 1 when
     problems are left, 2 for usage errors.
@@ -190,12 +190,17 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) 
 
 def _found_lines(report: FsckReport) -> list[str]:
     """A line a path found: its kind, the path, and what the repair did."""
+    named_by: dict[str, list[str]] = {}
+    for key, paths in sorted(report.sources.items()):
+        for path in paths:
+            named_by.setdefault(path, []).append(key)
     lines = []
     for kind in ("missing", "unclaimed", "dangling", "damaged"):
         finding = getattr(report, kind)
         repaired = set(finding.repaired)
         for path in finding.paths:
             done = " (repaired)" if path in repaired else ""
-            lines.append(f"{kind:9}  {path}{done}")
+            of = f" (named by {', '.join(named_by[path])})" if path in named_by else ""
+            lines.append(f"{kind:9}  {path}{of}{done}")
     lines += [f"{'in flight':9}  {path} (left alone)" for path in report.in_flight]
     return lines
