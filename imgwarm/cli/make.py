@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,13 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     done), 2 for usage errors. A failed source leaves no file behind. Running again on the
     same sources with the same settings writes nothing new.
     """
+    from imgwarm.pipeline.isolate import prestart
+
+    if sources:  # the workers start while the settings load and the sources are listed
+        wanted = options.get("workers") or os.cpu_count() or 1
+        if not any(os.path.isdir(source) for source in sources):  # no more than the files
+            wanted = min(wanted, len(sources))
+        prestart(max(1, wanted))
     from imgwarm.pipeline.batch import collect_sources, run_batch, run_keys
 
     settings = load(ctx, **options)

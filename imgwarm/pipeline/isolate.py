@@ -35,13 +35,15 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from imgwarm import exceptions
-from imgwarm.config import ImageSettings
 from imgwarm.exceptions import DecoderCrashed
-from imgwarm.manifest import Credits, Placeholder
-from imgwarm.pipeline.made import Made
+
+if TYPE_CHECKING:  # (not loaded to start workers ahead: ``prestart`` runs before pydantic is)
+    from imgwarm.config import ImageSettings
+    from imgwarm.manifest import Credits, Placeholder
+    from imgwarm.pipeline.made import Made
 
 
 class PixelWork(Protocol):
@@ -91,6 +93,18 @@ def _what_ended(exitcode: int | None) -> str:
 
 
 _START = "import sys; from imgwarm.pipeline.isolate import serve; serve(*map(int, sys.argv[1:]))"
+
+
+_READY: list[_Worker] = []  # started ahead (``prestart``), for the next Isolated to take
+
+
+def prestart(count: int) -> None:
+    """Start ``count`` workers now, before the caller loads its settings and lists its
+    sources: a worker's start (about a second: libvips, numpy, pydantic) then overlaps the
+    caller's own, and the first source does not wait for it. The next ``Isolated`` takes
+    them; any it does not need are stopped, and all end with this process."""
+    while len(_READY) < count:
+        _READY.append(_Worker(count))
 
 
 class _Worker:
@@ -146,7 +160,14 @@ class Isolated:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._all: list[_Worker] = []
         self._lock = threading.Lock()  # guards _all
-        for _ in range(workers):
+        ready = [w for w in _READY if w.alive()]
+        for extra in (*ready[workers:], *(w for w in _READY if w not in ready)):
+            extra.stop()
+        _READY.clear()
+        for worker in ready[:workers]:
+            self._all.append(worker)
+            self._idle.put(worker)
+        for _ in range(workers - len(self._all)):
             self._idle.put(self._start())
 
     def _start(self) -> _Worker:
@@ -179,11 +200,11 @@ class Isolated:
         return value
 
     def make(self, data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
-        made: Made = self._run(name, ("make", data, name, settings, given))
+        made: Made = self._run(name, ("make", self._parallel, data, name, settings, given))
         return made
 
     def preview(self, data: bytes, name: str, settings: ImageSettings) -> Placeholder:
-        found: Placeholder = self._run(name, ("preview", data, name, settings))
+        found: Placeholder = self._run(name, ("preview", self._parallel, data, name, settings))
         return found
 
     def pids(self) -> list[int]:
@@ -194,6 +215,8 @@ class Isolated:
     def close(self) -> None:
         with self._lock:
             workers, self._all = self._all, []
+        for worker in workers:  # every worker told first: they end together
+            worker.conn.close()
         for worker in workers:
             worker.stop()
 
@@ -228,9 +251,14 @@ def serve(fd: int, parallel: int) -> None:
     steps: dict[str, Callable[..., Any]] = {"make": make.make, "preview": make.preview}
     while True:
         try:
-            kind, *arguments = conn.recv()
+            kind, wanted, *arguments = conn.recv()
+            if wanted != parallel:  # started ahead for another count of workers
+                parallel = wanted
+                configure_libvips(parallel)
         except (EOFError, OSError):
-            return
+            # The caller is done: nothing to flush or tidy, so skip the interpreter's teardown
+            # (unloading libvips, numpy and their threads took 0.2 s a worker, in series).
+            os._exit(0)
         try:
             answer: tuple[str, Any] = ("value", steps[kind](*arguments))
         except Exception as error:

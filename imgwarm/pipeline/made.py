@@ -4,9 +4,12 @@ it can come back from the process that made it (pipeline/isolate.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from imgwarm.formats import Format
-from imgwarm.manifest import Credits, Placeholder
+
+if TYPE_CHECKING:
+    from imgwarm.manifest import Credits, Placeholder
 
 
 @dataclass(frozen=True)

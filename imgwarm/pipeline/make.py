@@ -11,6 +11,7 @@ layout (``imgwarm.store``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyvips
 
@@ -30,12 +31,13 @@ from imgwarm.pipeline.naming import content_hash, file_name, slug_for
 from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
-from imgwarm.pipeline.quality import auto_quality
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for, plan_widths
 from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
-from imgwarm.quality.ssimulacra2 import Reference
 from imgwarm.text import printable
+
+if TYPE_CHECKING:
+    from imgwarm.quality.ssimulacra2 import Reference
 
 
 def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
@@ -118,6 +120,9 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
             for fmt in chosen.formats:
                 quality, found = settings.quality(fmt), None
                 if quality == "auto":
+                    # (OpenCV and the metric load only here: a worker starts sooner without)
+                    from imgwarm.pipeline.quality import auto_quality
+
                     picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt),
                                           references)
                     data, quality, found = picked.data, picked.quality, picked.score

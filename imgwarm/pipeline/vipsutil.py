@@ -115,5 +115,6 @@ def configure_libvips(parallel_sources: int) -> None:
     (sources x threads) within the cores; no operation cache saves memory."""
     logging.getLogger("pyvips").setLevel(logging.CRITICAL)
     pyvips.cache_set_max(0)
-    if parallel_sources > 1:
-        pyvips.concurrency_set(1)
+    # 0: libvips' default (VIPS_CONCURRENCY, else one a core), for a worker that was started
+    # ahead for several sources and then given the only one
+    pyvips.concurrency_set(1 if parallel_sources > 1 else 0)
