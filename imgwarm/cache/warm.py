@@ -14,8 +14,9 @@ One run, in order:
    densest thumbnails within its budget; variants nobody references leave both tiers;
 6. act: evictions first, then copies (from NVMe when there, else the origin, in parallel),
    each committed in the index before and after; ENOSPC stops that tier alone;
-7. ``--full`` first reconciles: files in the tiers the index does not know go, files the index
-   holds but that are missing or damaged (size, or hash against the name) are copied again.
+7. ``--full`` first reconciles: files in the tiers the index does not hold go if this index
+   wrote them (their identity says so), any other is left; files the index holds but that are
+   missing or damaged (size, or hash against the name) are copied again.
 
 ``dry_run`` does all of it but act: the plan is reported, nothing is written.
 """
@@ -42,8 +43,9 @@ from imgwarm.cache.placeable import Placeable, url_key
 from imgwarm.cache.rank import Decay
 from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, LayoutError, SettingsError, StorageError
+from imgwarm.exceptions import ImgwarmError, SettingsError, StorageError
 from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.racepoints import reached
 from imgwarm.roots import make_private
 from imgwarm.store import Stores
 from imgwarm.store.layout import hash_of_name
@@ -69,6 +71,7 @@ class TierReport:
     held_bytes: int = 0
     budget: int | None = None
     repaired: int = 0  # --full: missing or damaged files copied again, strays removed
+    foreign: int = 0  # --full: files in the tier this index never wrote: left where they are
     missing: int = 0  # not in the origin: not placed
     failed: int = 0  # could not be read or written (an I/O error): not placed, tried again
     errors: str | None = None  # the first such error
@@ -107,6 +110,7 @@ class WarmReport:
             text = (f"{name} +{t.copied} ({_mib(t.copied_bytes)}) -{t.evicted} "
                     f"({_mib(t.evicted_bytes)}), holds {t.held} ({_mib(t.held_bytes)})")
             text += f", {t.failed} failed ({t.errors})" if t.failed else ""
+            text += f", {t.foreign} foreign file(s) left" if t.foreign else ""
             return text + (f" STOPPED: {t.stopped}" if t.stopped else "")
         share = "-" if self.ram_hit_share is None else f"{self.ram_hit_share:.1%}"
         return (f"{'would ' if self.dry_run else ''}warm: {tier('ram', self.ram)}; "
@@ -264,24 +268,31 @@ class _Run:
                     if not self.dry_run:
                         tier.delete(path)
                     self.index.mark(tier.name, [path], None)
-                else:
+                else:  # whole: the copy finished, only its record did not
                     self.index.mark(tier.name, [path], "placed")
+                    self.index.note_written(tier.name, identities(tier, [path]))
         self._commit()
 
     def _reconcile(self) -> None:
-        """--full: the tiers as they are, against the index."""
+        """--full: the tiers as they are, against the index. A file the index does not hold
+        goes only when this index recorded writing that very file there (a copy it lost
+        track of); any other (a dot file, another program's, a second state folder's copy
+        on a shared root) is left and counted as foreign (DESIGN.md, I3)."""
         for tier in self.tiers:
             held = self.index.held(tier.name)
             report = self._report(tier)
-            for key in tier.files():
-                name = str(key)
-                if name == IDENTITY:
+            listed = [str(key) for key in tier.files() if str(key) != IDENTITY]
+            reached("warm.listed")
+            strays = [name for name in listed if name not in held]
+            ours = self._ours(tier, strays)
+            for name in strays:
+                if name not in ours:
+                    report.foreign += 1
                     continue
-                if name not in held:  # a stray: not ours, or lost from the index
-                    report.repaired += 1
-                    if not self.dry_run:
-                        _remove_stray(tier, name)
-                    continue
+                report.repaired += 1
+                if not self.dry_run:
+                    tier.delete(name)
+            for name in (n for n in listed if n in held):
                 if not _whole(tier, name, held.pop(name)):
                     report.repaired += 1
                     self.index.mark(tier.name, [name], None)
@@ -292,6 +303,11 @@ class _Run:
             self.changed = True
             self.touched.add(tier.name)
         self._commit()
+
+    def _ours(self, tier: Tier, paths: Iterable[str]) -> set[str]:
+        """Of ``paths`` in a tier, those of a variant's shape that this index recorded
+        writing there, still the very files it wrote: the only ones it may remove unasked."""
+        return self._still_written(tier, (p for p in paths if self.stores.layout.holds(p)))
 
     def _sources(self, full: bool) -> None:
         """The index set from what the manifest store says changed since the last run (all of
@@ -453,7 +469,8 @@ class _Run:
             column = 2 if tier.name == "ram" else 3
             held = {p: known[p][1] for p in gone if p in known and known[p][column]}
             self._evict(tier, held)
-            for path in (p for p in gone if p not in held):  # not in the index: a stray?
+            unheld = [p for p in gone if p not in held]  # not in the index: ours, lost?
+            for path in self._ours(tier, unheld):
                 size = tier.size_of(path)
                 if size is not None:
                     if not self.dry_run:
@@ -658,13 +675,3 @@ def _whole(tier: Tier, name: str, size: int) -> bool:
     data = tier.read(name)
     digest = hash_of_name(PurePosixPath(name).name)
     return data is not None and hashlib.sha256(data).hexdigest().startswith(digest)
-
-
-def _remove_stray(tier: Tier, name: str) -> None:
-    """A file the listing found (never through a link) that is not ours; its name may be one
-    no key could have (odd bytes, a backslash): removed as listed."""
-    try:
-        tier.delete(name)
-    except LayoutError:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(tier.root, name))

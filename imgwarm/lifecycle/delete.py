@@ -6,7 +6,8 @@ In order, each step safe to run again (a delete killed anywhere is finished by t
    so: from here on no picture tag, preload map or ``warm`` names its variants;
 2. the source's claims on its variants are released (references.py);
 3. each variant leaves the origin unless another source names it (the same bytes under the
-   same name): ``reclaim``;
+   same name): ``reclaim``; where the references were never built (a store older than them,
+   or one that lost them), none is removed: gc's first run builds them and removes those;
 4. with ``original``, the original itself goes (else it is left to the application).
 
 Cache servers learn of it from the journal: their next ``warm`` removes the files from their
@@ -21,10 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imgwarm.exceptions import ImgwarmError, StorageError
-from imgwarm.lifecycle.reclaim import reclaim
 from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.racepoints import reached
 from imgwarm.store import Stores, check_source_key
 from imgwarm.store.local import LocalStore
+from imgwarm.store.reclaim import reclaim
 
 
 class UnknownSource(ImgwarmError):
@@ -45,14 +47,19 @@ class Deletion:
     kept: list[str] = field(default_factory=list)  # named by another source: left
     freed: int = 0  # bytes
     original: bool = False  # the original was removed
+    # left for gc: the store's references are not built, so who else names them is unknown
+    pending: list[str] = field(default_factory=list)
 
     def to_object(self) -> dict[str, Any]:
         return {"key": self.key, "ok": True, "already": self.already, "removed": self.removed,
-                "kept": self.kept, "bytes": self.freed, "original": self.original}
+                "kept": self.kept, "pending": self.pending, "bytes": self.freed,
+                "original": self.original}
 
     def line(self) -> str:
         text = f"deleted   {self.key}: {len(self.removed)} variant(s), {self.freed:,} bytes"
         text += f"; {len(self.kept)} kept (named by another source)" if self.kept else ""
+        text += (f"; {len(self.pending)} left for gc (this store's references are not built: "
+                 "run imgwarm gc once)") if self.pending else ""
         text += "; original removed" if self.original else ""
         return text + (" (finished an earlier delete)" if self.already else "")
 
@@ -80,6 +87,13 @@ def delete(key: str, stores: Stores, *, original: bool = False,
         manifests.put(tomb, previous)  # releases the claims and notes them dropped
     else:
         manifests.references.release(key, paths)  # a run killed before it did
+    reached("delete.tombstoned")
+    if not manifests.references.built():
+        # Who else names a variant is known only from the references: without them (a store
+        # made before them, or that lost them) a twin's files would go. gc's first run builds
+        # them, reading every manifest, and removes what no other source names, at once.
+        done.pending = paths
+        return _finish_original(done, key, stores, local_file, wanted)
     for path in paths:
         freed = reclaim(stores.origin, manifests.references, path)
         if freed is None:
@@ -88,6 +102,11 @@ def delete(key: str, stores: Stores, *, original: bool = False,
             done.removed.append(path)
             done.freed += freed
         manifests.references.forget_dropped(path)  # gone, or named: nothing for gc
+    return _finish_original(done, key, stores, local_file, wanted)
+
+
+def _finish_original(done: Deletion, key: str, stores: Stores, local_file: bool,
+                     wanted: bool) -> Deletion:
     if wanted:
         _remove_original(key, stores, local_file)
         done.original = True

@@ -12,7 +12,11 @@ Where to look, in one of two ways:
   are finished.
 
 A variant goes once it is unnamed and the later of its own write and its last drop is older
-than the grace period. A tombstone's variants go at once (a takedown does not wait).
+than the grace period; a claim the full pass finds no record behind (a writer killed midway)
+counts as a drop when it is removed, so the clock never falls back to an older write time.
+The full pass reads each record again, as it stands, before it adds or removes a claim: a
+source made again while the pass ran keeps what it names now and loses what it dropped.
+A tombstone's variants go at once (a takedown does not wait).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imgwarm.config import Settings
-from imgwarm.lifecycle.reclaim import reclaim, reclaim_listed
-from imgwarm.manifest import Manifest, Tombstone
+from imgwarm.manifest import Manifest, Tombstone, named
+from imgwarm.racepoints import reached
 from imgwarm.store import Stores
 from imgwarm.store.listing import listed_times, sharded, written
+from imgwarm.store.manifests import ManifestStore
+from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
 
 STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
@@ -88,6 +94,7 @@ def collect(stores: Stores, *, grace: float, now: float | None = None, full: boo
     else:
         candidates = [(path, since, False) for path, since in references.dropped()]
     report.looked_at = len(candidates)
+    reached("gc.candidates")
     tick = progress or (lambda *_: None)
     # On S3 each look-up is a request: past about one a top folder, one listing of every
     # claim (a page a top folder, in parallel) costs less than two look-ups a candidate.
@@ -175,7 +182,8 @@ def _full_pass(stores: Stores, report: GcReport, now: float
     references = stores.manifests.references
     named: dict[str, set[str]] = {}  # variant path -> digests of the sources naming it
     gone: set[str] = set()  # variants of tombstones
-    for record in stores.manifests.everything():
+    manifests = stores.manifests
+    for record in manifests.everything():
         report.manifests += 1
         if isinstance(record, Manifest):
             digest = key_digest(record.key)
@@ -183,25 +191,42 @@ def _full_pass(stores: Stores, report: GcReport, now: float
                 named.setdefault(variant.path, set()).add(digest)
         elif isinstance(record, Tombstone):
             gone.update(record.variants)
+    reached("gc.records_read")
     times = listed_times(stores.origin)  # else looked up for the few that need it
     claims: dict[str, set[str]] = {}
-    damaged = {p.stem for p in stores.manifests.damaged}  # unread: their claims stand
+    damaged = {p.stem for p in manifests.damaged}  # unread: their claims stand
     report.damaged = len(damaged)
-    for path, digest, when in references.claimed(times=times):
+    released: set[str] = set()  # variants whose last claim goes now: their grace starts now
+    listed = list(references.claimed(times=times))
+    reached("gc.claims_listed")
+    # The records were read before the claims were listed, and a source may have been made
+    # again in between: a claim is removed or added only after its record, read again as it
+    # stands now (by the claim's digest), says so. A stale view of a source must neither take
+    # a live claim away nor give it back one it dropped (which would later hide the drop).
+    for path, digest, when in listed:
         claims.setdefault(path, set()).add(digest)
         if digest in named.get(path, ()) or digest in damaged:
             continue
         if (when if times else references.written(path, digest)) < now - STALE_CLAIM:
+            if path in _named_now(manifests, digest):
+                named.setdefault(path, set()).add(digest)
+                continue
             report.claims_removed += 1
             claims[path].discard(digest)
+            released.add(path)
             if not report.dry_run:
                 references.release_digest(digest, path)
     for path, digests in named.items():
         for digest in digests - claims.get(path, set()):
+            if path not in _named_now(manifests, digest):
+                continue  # made again since it was read: its own put noted the drop
             report.claims_added += 1
             claims.setdefault(path, set()).add(digest)
             if not report.dry_run:
                 references.claim_digest(digest, path)
+    released = {path for path in released if not claims.get(path)}
+    if released and not report.dry_run:  # the clock of the grace period starts now
+        references.note_dropped(sorted(released))
     dropped = dict(references.dropped())
     candidates: list[Candidate] = []
     for key, written_at in sharded(stores.origin, stores.layout, times=times):
@@ -209,7 +234,8 @@ def _full_pass(stores: Stores, report: GcReport, now: float
         if not stores.layout.holds(path):
             continue  # an original, or a file of another kind: never a variant
         report.listed += 1
-        dropped_at = dropped.pop(path, 0.0)
+        dropped_at = now if path in released else dropped.pop(path, 0.0)
+        dropped.pop(path, None)
         if path not in named:
             if not times:
                 written_at = written(stores.origin, path)
@@ -219,6 +245,11 @@ def _full_pass(stores: Stores, report: GcReport, now: float
             references.forget_dropped(path)
         references.mark_built()
     return candidates, claims
+
+
+def _named_now(manifests: ManifestStore, digest: str) -> set[str]:
+    """The variants the source with this digest names as its record stands now."""
+    return named(manifests.record_of(digest))
 
 
 def gc(settings: Settings, *, grace: float | None = None, now: float | None = None,

@@ -3,8 +3,10 @@
     read (size checked first) -> the record of its key: the same bytes refused before? refuse
     again; made before with the same settings and every file there? reuse -> make (make.py:
     probe ... encode, name by hash) -> place each name in the layout -> write atomically
-    -> manifest. Anything that stops it removes what it wrote; a bad original read by key is
-    recorded as a Failure, so that every machine can tell why.
+    -> manifest. Anything that stops it removes what it wrote, unless a record now names it or
+    another source claims it; a bad original read by key is recorded as a Failure, so that
+    every machine can tell why, unless a manifest or tombstone is there: a failed run never
+    leaves a source worse than before (DESIGN.md, I4).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from imgwarm.exceptions import (
     UnreadableSource,
     too_large,
 )
-from imgwarm.manifest import Credits, Failure, Manifest, Variant, named
+from imgwarm.manifest import Credits, Failure, Manifest, Tombstone, Variant, named
 from imgwarm.pipeline.isolate import IN_PROCESS, PixelWork
 from imgwarm.pipeline.made import Encoded
 from imgwarm.pipeline.naming import content_hash
-from imgwarm.store import Store, Stores, local_key, read_original
+from imgwarm.racepoints import reached
+from imgwarm.store import Stores, local_key, read_original
+from imgwarm.store.reclaim import reclaim
 
 
 @dataclass(frozen=True)
@@ -99,34 +103,36 @@ def failure_digest(settings: Settings, credits: Credits) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
-def _publish(files: list[Encoded], stores: Stores) -> tuple[list[Variant], list[PurePosixPath]]:
-    """Place and write every file or none: files this run created are removed if any write
-    fails. Returns the variants, and the files this run created (the others were there)."""
+def _publish(files: list[Encoded], stores: Stores, created: list[PurePosixPath]) -> list[Variant]:
+    """Place and write every file; each one this run created is added to ``created`` as it
+    is (the others were there), so that a failure leaves the caller knowing what to undo."""
     variants: list[Variant] = []
-    created: list[PurePosixPath] = []
+    for file in files:
+        path = stores.place(file.name)
+        variants.append(Variant(format=file.format, width=file.width, height=file.height,
+                                bytes=len(file.data), path=str(path), quality=file.quality,
+                                score=None if file.score is None else round(file.score, 2)))
+        if stores.origin.write(path, file.data):
+            created.append(path)
+    return variants
+
+
+def _undo(key: str, fresh: list[str], created: list[PurePosixPath], stores: Stores) -> None:
+    """After a failed make: release this run's claims and remove the files it created, except
+    what the key's record names as it now stands (the manifest may have gone in before the
+    failure, or another run's since) and what another source claims (the same bytes under the
+    same name: ``reclaim`` looks before and after). When the record cannot be read, or a
+    claim not released, nothing is removed: a file left over is gc's, a file lost is not."""
+    references = stores.manifests.references
     try:
-        for file in files:
-            path = stores.place(file.name)
-            variants.append(Variant(format=file.format, width=file.width, height=file.height,
-                                    bytes=len(file.data), path=str(path), quality=file.quality,
-                                    score=None if file.score is None else round(file.score, 2)))
-            if stores.origin.write(path, file.data):
-                created.append(path)
-    except BaseException:
-        _remove(created, stores.origin)
-        raise
-    return variants, created
-
-
-def _remove(paths: list[PurePosixPath], store: Store) -> None:
-    for path in paths:
-        with contextlib.suppress(Exception):  # the first error is the one to report
-            store.delete(path)
-
-
-def _release(key: str, paths: list[str], stores: Stores) -> None:
-    with contextlib.suppress(Exception):  # the first error is the one to report
-        stores.manifests.references.release(key, paths)
+        standing = named(stores.manifests.record(key))
+        references.release(key, [p for p in fresh if p not in standing])
+    except Exception:  # the first error is the one to report
+        return
+    for path in created:
+        if str(path) not in standing:
+            with contextlib.suppress(Exception):
+                reclaim(stores.origin, references, str(path))
 
 
 def optimize_bytes(
@@ -162,13 +168,12 @@ def optimize_bytes(
     # Claimed before they are written (references.py): a delete or gc that runs meanwhile
     # sees the claim and leaves a variant of the same name alone.
     fresh = sorted({str(stores.place(f.name)) for f in made.files} - named(previous))
-    stores.manifests.references.claim(key, fresh)
+    created: list[PurePosixPath] = []
     try:
-        variants, created = _publish(made.files, stores)
-    except BaseException:
-        _release(key, fresh, stores)
-        raise
-    try:
+        stores.manifests.references.claim(key, fresh)
+        reached("optimize.claimed")
+        variants = _publish(made.files, stores, created)
+        reached("optimize.written")
         manifest = Manifest(
             key=key, source_sha256=source_sha, width=made.width,
             height=made.height, description=made.credits.description,
@@ -179,8 +184,7 @@ def optimize_bytes(
         if manifest != previous:  # files were missing, the manifest was right: keep it
             stores.manifests.put(manifest, previous, claimed=True)
     except BaseException:  # whatever stops it, a failed source leaves nothing behind
-        _remove(created, stores.origin)
-        _release(key, fresh, stores)
+        _undo(key, fresh, created, stores)
         raise
     return Outcome(manifest, reused=False)
 
@@ -232,9 +236,16 @@ def record_failure(
 ) -> None:
     """Keep why ``key`` could not be made, where every machine finds it. With the bytes that
     failed (a bad image), the same bytes and settings are later refused without a decode;
-    without them (missing, too large, a worker that kept dying) the failure may pass."""
+    without them (missing, too large, a worker that kept dying) the failure may pass.
+
+    Never over a manifest or a tombstone: a failed read or make must not leave a source worse
+    than before (its variants would lose their claims, and gc would take them), nor undo a
+    takedown; the error reaches the caller all the same."""
+    previous = stores.manifests.record(key)
+    if isinstance(previous, Manifest | Tombstone):
+        return
     stores.manifests.put(Failure(
         key=key, source_sha256=None if data is None else content_hash(data),
         settings_digest=failure_digest(settings, credits or Credits()),
         failed=reason,
-    ))
+    ), previous)

@@ -4,6 +4,7 @@ was deleted), kept in any Store, sharded like the variants, with a journal of wh
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +12,7 @@ from pathlib import PurePosixPath
 
 from imgwarm.exceptions import LayoutError
 from imgwarm.manifest import Manifest, Record, named, parse_record
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.changes import ChangeLog
 from imgwarm.store.layout import Layout
@@ -38,7 +40,9 @@ class ManifestStore:
         self.damaged: list[PurePosixPath] = []
 
     def key_path(self, key: str) -> PurePosixPath:
-        digest = key_digest(key)
+        return self._digest_path(key_digest(key))
+
+    def _digest_path(self, digest: str) -> PurePosixPath:
         return self.layout.path_for(f"{digest}.json", digest)
 
     def record(self, key: str) -> Record | None:
@@ -52,6 +56,17 @@ class ManifestStore:
             self.damaged.append(path)
         return found if found is not None and found.key == key else None
 
+    def record_of(self, digest: str) -> Record | None:
+        """The record whose key has this digest (a claim marker's name), as it stands now;
+        None when there is none or it cannot be read."""
+        path = self._digest_path(digest)
+        try:
+            raw = self.store.read(path)
+        except LayoutError:
+            return None
+        found = parse_record(raw) if raw is not None else None
+        return found if found is not None and self.key_path(found.key) == path else None
+
     def get(self, key: str) -> Manifest | None:
         """The manifest of a key; None when there is none (or only a failure)."""
         found = self.record(key)
@@ -62,18 +77,36 @@ class ManifestStore:
         """Store it, replacing the key's previous record (read when not given), and say so in
         the journal (after: a reader that sees the entry finds the record). The variants it
         names are claimed first (unless ``claimed``: the caller did, before writing them);
-        those the previous named and it does not are released after, and noted as dropped."""
+        those the previous named and it does not are released after, and noted as dropped.
+
+        All or nothing as far as the store allows: when the journal cannot be appended to,
+        the previous record is put back before the error is raised (a record no reader hears
+        of would stand for ever: a re-run finds it and has nothing to write). Should that
+        fail too, the new record stands, and with it every claim: nothing it names goes."""
         if previous is _UNREAD:
             previous = self.record(record.key)
         old, new = named(previous), named(record)  # type: ignore[arg-type]
         if not claimed:
             self.references.claim(record.key, sorted(new - old))
-        self.store.write(self.key_path(record.key), record.to_json().encode(), replace=True)
+        path = self.key_path(record.key)
+        self.store.write(path, record.to_json().encode(), replace=True)
+        reached("manifest.written")
         if self.changes is not None:
-            self.changes.record(record.key)
+            try:
+                self.changes.record(record.key)
+            except BaseException:
+                self._put_back(path, previous)  # type: ignore[arg-type]
+                raise
         if old - new:
             self.references.release(record.key, sorted(old - new))
             self.references.note_dropped(sorted(old - new))
+
+    def _put_back(self, path: PurePosixPath, previous: Record | None) -> None:
+        with contextlib.suppress(Exception):  # the journal's error is the one to report
+            if previous is None:
+                self.store.delete(path)
+            else:
+                self.store.write(path, previous.to_json().encode(), replace=True)
 
     def everything(self) -> Iterator[Record]:
         """Every record: a full listing (a first ``warm``, ``--full``), not for every run.

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.references import References
 
@@ -31,8 +32,14 @@ def reclaim(origin: Store, references: References, path: str) -> int | None:
     data = origin.read(path)
     if data is None:
         return 0
+    reached("reclaim.read")
     origin.delete(path)
-    if references.holders(path):  # claimed meanwhile: its source may have counted on it
+    try:
+        claimed = bool(references.holders(path))
+    except BaseException:  # cannot tell whether it was claimed meanwhile: put it back
+        origin.write(path, data)
+        raise
+    if claimed:  # claimed meanwhile: its source may have counted on it
         origin.write(path, data)  # (kept if that source wrote it again itself)
         return None
     return len(data)
@@ -41,26 +48,47 @@ def reclaim(origin: Store, references: References, path: str) -> int | None:
 def reclaim_listed(origin: Store, references: References, paths: list[str],
                    tick: Callable[[int], None]) -> dict[str, int | None]:
     """Remove variants that a listing of the claims showed named by none; per path, the
-    bytes freed (0: not there) or None (claimed meanwhile: put back). ``tick`` counts them."""
+    bytes freed (0: not there) or None (claimed meanwhile: put back). ``tick`` counts them.
+    A removal that fails does not stop the others, nor the look after them: the first
+    error is raised once every removed file was checked (and put back where claimed)."""
+    errors: list[BaseException] = []
     with tempfile.TemporaryDirectory(prefix="imgwarm-reclaim-") as spool:
 
         def take(numbered: tuple[int, str]) -> tuple[str, int]:
             number, path = numbered
-            data = origin.read(path)
-            if data is None:
+            try:
+                data = origin.read(path)
+                if data is None:
+                    return path, 0
+                Path(spool, str(number)).write_bytes(data)
+            except Exception as error:  # (list.append: safe from the threads)
+                errors.append(error)
                 return path, 0
-            Path(spool, str(number)).write_bytes(data)
-            origin.delete(path)
+            try:
+                origin.delete(path)
+            except Exception as error:  # it may be gone all the same: checked with the rest
+                errors.append(error)
             return path, len(data)
+
+        def put_back(number: int, path: str) -> None:
+            origin.write(path, Path(spool, str(number)).read_bytes())
 
         freed: dict[str, int | None] = {}
         with ThreadPoolExecutor(THREADS) as pool:
             for done, (path, size) in enumerate(pool.map(take, enumerate(paths)), start=1):
                 freed[path] = size
                 tick(done)
-        claimed = references.by_variant()  # listed after every removal: misses no claim
+        try:
+            claimed = references.by_variant()  # listed after every removal: misses no claim
+        except BaseException:  # cannot tell which were claimed meanwhile: all go back
+            for number, path in enumerate(paths):
+                if freed[path]:
+                    put_back(number, path)
+            raise
         for number, path in enumerate(paths):
             if freed[path] and claimed.get(path):
-                origin.write(path, Path(spool, str(number)).read_bytes())
+                put_back(number, path)
                 freed[path] = None
+    if errors:
+        raise errors[0]
     return freed
