@@ -1,0 +1,165 @@
+"""The lifecycle's invariants (DESIGN.md), checked on the real files after anything ran: a
+fault, a SIGKILL, commands at the same time. Each check returns a list of violations, one
+readable line each (empty: all holds), so that a failing run says what broke and where.
+
+    I1  every manifest that can be read names only variant files that exist in the origin;
+        and each such variant has its claim marker (else the next gc may take it);
+    I2  no file a live source named before the step was removed, unless every source that
+        named it was deleted (a takedown removes at once); with the grace period running
+        (the default 7 days) nothing else goes either, but a tombstone's variants;
+    I3  a tier only loses files of the variant shape that warm placed: every other file found
+        there before (a dot file, another program's, another state folder's copy) stays.
+
+A snapshot is taken before the step, the check after it; both read the stores directly
+(``real_stores``: never a wrapper that may fail).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imgwarm.config import Settings
+from imgwarm.config.store import StoreSettings
+from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.store import Stores
+from imgwarm.store.references import key_digest
+
+
+def real_stores(settings: Settings | StoreSettings) -> Stores:
+    """The stores of the settings, built directly (``Stores.for_settings`` may be patched by
+    the fault harness)."""
+    store = settings.store if isinstance(settings, Settings) else settings
+    return Stores.s3(store) if store.origin == "s3" else Stores.local(store)
+
+
+def origin_variants(stores: Stores) -> set[str]:
+    """Every file of a variant's shape in the origin (one listing)."""
+    return {str(p) for p in stores.origin.files() if stores.layout.holds(str(p))}
+
+
+def records(stores: Stores) -> dict[str, Record]:
+    """Every record that can be read, by key."""
+    return {record.key: record for record in stores.manifests.everything()}
+
+
+def live_names(found: dict[str, Record]) -> dict[str, set[str]]:
+    """Variant path -> keys of the manifests that name it."""
+    named: dict[str, set[str]] = {}
+    for record in found.values():
+        if isinstance(record, Manifest):
+            for variant in record.variants:
+                named.setdefault(variant.path, set()).add(record.key)
+    return named
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tier_files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+
+
+@dataclass
+class Snapshot:
+    """What a step must not lose."""
+
+    named: dict[str, set[str]]  # variant path -> keys of live manifests naming it
+    variants: set[str]  # every variant-shaped file in the origin
+    foreign: dict[Path, str | None] = field(default_factory=dict)  # tier file -> its hash
+
+
+def snapshot(stores: Stores, tier_roots: Iterable[Path] = (),
+             planted: Iterable[Path] = ()) -> Snapshot:
+    """Before a step. ``planted``: files put in a tier that have a variant's shape but that
+    warm never placed (their bytes must stay too); every file of another shape found under
+    ``tier_roots`` is foreign by its shape alone."""
+    foreign: dict[Path, str | None] = {p: _digest(p) for p in planted}
+    for root in tier_roots:
+        for path in tier_files(root):
+            relative = path.relative_to(root).as_posix()
+            if not stores.layout.holds(relative):
+                foreign.setdefault(path, None)
+    return Snapshot(live_names(records(stores)), origin_variants(stores), foreign)
+
+
+def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool = False,
+          ) -> list[str]:
+    """I1 (and the claims), I2 against ``before``, I3 for the foreign files it saw.
+    ``grace_passed``: the step may remove what no manifest names any more (gc with grace 0);
+    else only a tombstone's variants may go."""
+    found = records(stores)
+    named = live_names(found)
+    files = origin_variants(stores)
+    problems: list[str] = []
+    claims = stores.manifests.references.by_variant()
+    for path, keys in sorted(named.items()):
+        for key in sorted(keys):
+            if path not in files:
+                problems.append(f"I1: the manifest of {key} names {path}, not in the origin")
+            if stores.layout.holds(path) and key_digest(key) not in claims.get(path, set()):
+                problems.append(f"I1: the manifest of {key} names {path} without its claim "
+                                f"(refs/{path}/{key_digest(key)})")
+    if before is None:
+        return problems
+    taken_down = {p for r in found.values() if isinstance(r, Tombstone) for p in r.variants}
+    for path in sorted((before.variants | set(before.named)) - files):
+        namers = before.named.get(path, set())
+        if path in named:
+            problems.append(f"I2: {path} was removed, and {sorted(named[path])} name(s) it")
+            continue
+        if grace_passed:
+            continue
+        alive = sorted(k for k in namers if not isinstance(found.get(k), Tombstone))
+        if alive:
+            problems.append(f"I2: {path} was removed within the grace period; "
+                            f"{alive} named it before and were not deleted")
+        elif path not in taken_down:
+            problems.append(f"I2: {path}, named by no live source and no tombstone, was "
+                            "removed within the grace period")
+    for path, digest in sorted(before.foreign.items()):
+        if not path.is_file():
+            problems.append(f"I3: {path} (not placed by warm) was removed from its tier")
+        elif digest is not None and _digest(path) != digest:
+            problems.append(f"I3: {path} (not placed by warm) was overwritten")
+    return problems
+
+
+def tiers_match_index(settings: Settings) -> list[str]:
+    """After a warm run that completed: every file warm's index says a tier holds is there,
+    whole in size, and nothing is left half done (``placing``/``evicting``)."""
+    from imgwarm.cache.warm import INDEX
+
+    path = settings.cache.cache_state / INDEX
+    if not path.exists():
+        return [f"warm: no index at {path}"]
+    roots = {"ram": settings.cache.ram_root, "nvme": settings.cache.nvme_root}
+    problems = []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT path, bytes, ram, nvme FROM variants").fetchall()
+    finally:
+        db.close()
+    for variant, size, *states in rows:
+        for tier, state in zip(("ram", "nvme"), states, strict=True):
+            file = roots[tier] / variant
+            if state in ("placing", "evicting"):
+                problems.append(f"warm: {tier} {variant} left {state}")
+            elif state == "placed" and (not file.is_file() or file.stat().st_size != size):
+                problems.append(f"warm: the index says {tier} holds {variant} ({size} bytes); "
+                                f"it {'has another size' if file.is_file() else 'is missing'}")
+    return problems
+
+
+def in_tier(settings: Settings, tier: str) -> set[str]:
+    """The variant-shaped files of a tier (relative paths)."""
+    from imgwarm.store.layout import Layout
+
+    root = settings.cache.ram_root if tier == "ram" else settings.cache.nvme_root
+    layout = Layout(settings.store.max_dir_entries, settings.store.shard_levels)
+    found = (p.relative_to(root).as_posix() for p in tier_files(root))
+    return {p for p in found if layout.holds(p)}
