@@ -121,18 +121,38 @@ def test_a_journal_that_fails_leaves_the_previous_record_and_its_files(site: Sit
 
 # 3. A failed publish's cleanup meets a twin that claimed the same files meanwhile.
 
+class RecordRefused:
+    """A manifest store's Store whose write of one record fails (a full disk, a refused
+    PUT): everything else goes through to the real one."""
+
+    def __init__(self, real: object, refused: str) -> None:
+        self.real, self.refused = real, refused
+
+    def write(self, key: object, data: bytes, *, replace: bool = False) -> bool:
+        if str(key) == self.refused:
+            raise StorageError(f"cannot write {key}: injected")
+        return self.real.write(key, data, replace=replace)  # type: ignore[attr-defined, no-any-return]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
 def test_a_failed_make_leaves_the_files_a_twin_claimed_meanwhile(site: Site) -> None:
     data = (site.sources / "photo-1.jpg").read_bytes()
     first, twin = site.sources / "a" / "shared.jpg", site.sources / "b" / "shared.jpg"
     for path in (first, twin):
         path.parent.mkdir()
         path.write_bytes(data)
+    real = stores(site)
+    refused = str(real.manifests.key_path(str(first.resolve())))
+    failing = Stores(real.origin, ManifestStore(RecordRefused(real.manifests.store, refused),  # type: ignore[arg-type]
+                                                real.layout, real.manifests.changes), real.layout)
 
     def twin_uploads() -> None:  # the first's files are written; its manifest is not yet
         optimize_file(twin, settings=site.settings, stores=stores(site))
 
     with racepoints.at("optimize.written", twin_uploads), pytest.raises(StorageError):
-        optimize_file(first, settings=site.settings, stores=journal_failing(site))
+        optimize_file(first, settings=site.settings, stores=failing)
     made = stores(site).manifests.get(str(twin.resolve()))
     assert made is not None and stores(site).manifests.record(str(first.resolve())) is None
     assert in_origin(site, made) == {v.path for v in made.variants}
@@ -208,24 +228,25 @@ def test_a_full_pass_keeps_a_claim_made_again_since_it_read_the_records(
     site = local_site
     source = by_key(site)["photo-0.jpg"]
     paths = {v.path for v in source.variants}
-    digest = key_digest(source.key)
-    store = stores(site).manifests.store
-    hour_ago = time.time() - 2 * 3600
-    for path in paths:  # old claims: older than a claim in flight
-        os.utime(store.path(f"{REFS}/{path}/{digest}"), (hour_ago, hour_ago))
     other = site.settings.updated(widths="480,960")
+    optimize_file(Path(source.key), settings=other, stores=stores(site))  # away from them
+    digest = key_digest(source.key)
+    references = stores(site).manifests.references
+    store = stores(site).manifests.store
+    hours_ago = time.time() - 2 * 3600
+    for path in paths:  # old claims no manifest stands behind (a job killed long ago)
+        references.claim_digest(digest, path)
+        os.utime(store.path(f"{REFS}/{path}/{digest}"), (hours_ago, hours_ago))
 
-    def remade_twice() -> None:  # away and back: its manifest names them again, old claims
-        optimize_file(Path(source.key), settings=other, stores=stores(site))
+    def made_back() -> None:  # gc has read every record: the source names them again, and
         optimize_file(Path(source.key), settings=site.settings, stores=stores(site))
-        for path in paths:
-            os.utime(store.path(f"{REFS}/{path}/{digest}"), (hour_ago, hour_ago))
+        # its claims were there already (a claim is made once): they keep their old time
 
-    with racepoints.at("gc.records_read", remade_twice):
+    with racepoints.at("gc.records_read", made_back):
         collect(stores(site), grace=0, full=True)
     now_named = stores(site).manifests.get(source.key)
     assert now_named is not None and {v.path for v in now_named.variants} == paths
-    assert {(p, digest) for p in paths} <= claims(site)
+    assert {(p, digest) for p in paths} <= claims(site)  # the live claims stand
     assert in_origin(site, now_named) == paths
 
 
