@@ -32,7 +32,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.lifecycle.gc import STALE_CLAIM
 from imgwarm.manifest import Credits, Manifest, named, parse_record
-from imgwarm.store import Stores, read_original
+from imgwarm.store import Stores
 from imgwarm.store.listing import listed_times, sharded
 from imgwarm.store.references import REFS, key_digest
 
@@ -63,6 +63,7 @@ class Finding:
 @dataclass
 class FsckReport:
     repair: bool = False
+    built: bool = True  # the references were built (else gc's first run builds them)
     records: int = 0  # read
     variants: int = 0  # distinct paths the manifests name
     claims: int = 0  # markers listed
@@ -83,8 +84,8 @@ class FsckReport:
 
     def to_object(self) -> dict[str, Any]:
         kinds = {kind: getattr(self, kind).to_object() for kind in KINDS}
-        return {"repair": self.repair, "records": self.records, "variants": self.variants,
-                "claims": self.claims, **kinds,
+        return {"repair": self.repair, "built": self.built, "records": self.records,
+                "variants": self.variants, "claims": self.claims, **kinds,
                 "in_flight": {"count": len(self.in_flight), "paths": self.in_flight},
                 "sources": self.sources, "unrepaired": self.unrepaired,
                 "found": self.found(), "left": self.left(), "seconds": self.seconds}
@@ -103,6 +104,9 @@ class FsckReport:
             if finding.paths:
                 fixed = f"; {len(finding.repaired):,} {done[kind]}" if self.repair else ""
                 text.append(f"{kind}: {len(finding.paths):,} {what[kind]}{fixed}")
+        if not self.built:
+            text.append("references: not built yet (gc's first run builds them): manifests "
+                        "made before them have no claims")
         if self.in_flight:
             text.append(f"in flight: {len(self.in_flight):,} young claim(s) no manifest "
                         "names yet (an upload under way?): left alone")
@@ -126,7 +130,7 @@ def check(stores: Stores, *, repair: bool = False, now: float | None = None,
     started = time.monotonic()
     now = time.time() if now is None else now
     tick = progress or (lambda *_: None)
-    report = FsckReport(repair=repair)
+    report = FsckReport(repair=repair, built=stores.manifests.references.built())
     manifests, keys = _read(stores, report)
     _find_missing(stores, report, keys)
     _find_claims(stores, report, keys, now)
@@ -283,17 +287,15 @@ def _remake(stores: Stores, report: FsckReport, manifests: dict[str, Manifest],
 
 def _made_again(manifest: Manifest, settings: Settings, stores: Stores,
                 pixels: PixelWork) -> Outcome:
-    """Not ``optimize_key``: it records a failure over the manifest when the original cannot
-    be read, and a failed read must never make a source worse (I4)."""
-    from imgwarm.pipeline.optimize import optimize_bytes, optimize_file
+    """Through optimize, which finds a file missing and makes the source again; when the
+    original cannot be read it raises, and records no failure over the manifest (I4)."""
+    from imgwarm.pipeline.optimize import optimize_file, optimize_key
 
     key, credits = manifest.key, _credits(manifest, settings)
     if os.path.isabs(key):  # a local source: its key is the file's real path
         return optimize_file(Path(key), key=key, settings=settings, stores=stores,
                              credits=credits, pixels=pixels)
-    data = read_original(stores.origin, key, settings.image.max_bytes)
-    return optimize_bytes(data, key=key, name=key, settings=settings, stores=stores,
-                          credits=credits, pixels=pixels)
+    return optimize_key(key, settings=settings, stores=stores, credits=credits, pixels=pixels)
 
 
 def _credits(manifest: Manifest, settings: Settings) -> Credits | None:
