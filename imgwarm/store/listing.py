@@ -3,10 +3,12 @@ answers many pages at once instead of one after the other (each page is a round 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
+from imgwarm.exceptions import StorageError
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
 from imgwarm.store.local import LocalStore
@@ -45,3 +47,16 @@ def written(store: Store, key: str) -> float:
         return store.modified(key) or 0.0
     folder = str(PurePosixPath(key).parent)  # a listing of its folder: S3 has no stat
     return next((when for found, when in store.stamped(folder) if str(found) == key), 0.0)
+
+
+def empty(store: Store) -> bool:
+    """Whether the store holds no file at all (a local root: its first entry; S3: one page)."""
+    if isinstance(store, LocalStore):
+        try:
+            with os.scandir(store.root) as entries:
+                return next(entries, None) is None
+        except FileNotFoundError:
+            return True
+        except OSError as error:
+            raise StorageError(f"cannot list {store.root}: {error.strerror}") from None
+    return next(iter(store.files()), None) is None

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
-from imgwarm.store.listing import sharded, written
+from imgwarm.store.listing import empty, sharded, written
 from imgwarm.store.local import LocalStore
 
 REFS, DROPPED, BUILT = "refs", "dropped", "references.json"
@@ -43,6 +43,7 @@ class References:
         self.layout = layout
         self.local = isinstance(store, LocalStore)
         self._built = False
+        self._started = False  # ``start`` looked
 
     def _each(self, call: Callable[[str], object], items: Iterable[str]) -> None:
         """``call`` on every variant path: in threads where each is a round trip (S3). A
@@ -59,6 +60,7 @@ class References:
 
     def claim(self, key: str, paths: Iterable[str]) -> None:
         """Say that ``key``'s source names these variants (before they are written)."""
+        self.start()
         digest = key_digest(key)
         self._each(lambda p: self.claim_digest(digest, p), paths)
 
@@ -125,6 +127,16 @@ class References:
         if not self._built:
             self._built = self.store.exists(BUILT)
         return self._built
+
+    def start(self) -> None:
+        """Before a first record is written: a store that holds nothing yet has every
+        manifest's markers (none), so it starts built; one that holds anything may have
+        manifests from before markers, and waits for gc's full pass. Looked at once."""
+        if self._started or self.built():
+            return
+        self._started = True
+        if empty(self.store):
+            self.mark_built()
 
     def mark_built(self) -> None:
         body = json.dumps({"built": time.time(), "by": os.getpid()}).encode()

@@ -65,7 +65,7 @@ def test_a_full_pass_finds_orphans_and_sets_the_references_right(site: Site) -> 
     orphan = str(s.place("orphan.0123456789abcdef.webp"))
     s.origin.write(orphan, b"RIFF left by a writer killed before its manifest")
     s.manifests.references.claim("up/never-finished.jpg", [orphan])  # its claim, stale later
-    first = gc(site.settings)  # the first gc of a store is a full pass: the orphan is young
+    first = gc(site.settings, full=True)  # the orphan is young
     assert first.full and first.removed == 0 and s.origin.exists(orphan)
     lost = named.variants[0].path
     s.manifests.references.release(named.key, [lost])  # a claim lost (as by hand)
@@ -75,9 +75,13 @@ def test_a_full_pass_finds_orphans_and_sets_the_references_right(site: Site) -> 
     assert not quick.full and (quick.looked_at, quick.removed) == (0, 0)
     report = gc(site.settings, now=later + 2 * 3600, full=True)  # the claim is stale now
     assert report.claims_added == 1 and report.claims_removed == 1
-    assert report.paths == [orphan] and not s.origin.exists(orphan)
+    # a claim removed is a drop: the grace period starts now, whatever the file's age
+    assert report.paths == [] and s.origin.exists(orphan)
     assert (lost, key_digest(named.key)) in claims(site)
     assert s.origin.exists(lost) and in_origin(site, named) == {v.path for v in named.variants}
+    done = gc(site.settings, now=time.time() + 8 * DAY)
+    assert done.paths == [orphan] and not s.origin.exists(orphan)
+    assert in_origin(site, named) == {v.path for v in named.variants}
 
 
 def test_tiers_keep_unnamed_variants_until_the_grace_period(site: Site) -> None:
