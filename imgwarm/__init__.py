@@ -26,13 +26,14 @@ if TYPE_CHECKING:
     from imgwarm.config import Settings, load_settings
     from imgwarm.exceptions import ImgwarmError, SourceError
     from imgwarm.lifecycle.delete import Deletion
+    from imgwarm.lifecycle.fsck import FsckReport
     from imgwarm.lifecycle.gc import GcReport
     from imgwarm.manifest import Credits, Manifest, Variant
     from imgwarm.workers.client import DeleteJob, Job
 
 __all__ = [
     "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
-    "delete", "enqueue", "enqueue_delete", "gc", "load_settings", "optimize", "picture",
+    "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize", "picture",
     "register_jinja", "warm",
 ]
 _WHERE = {
@@ -187,6 +188,23 @@ def enqueue_delete(key: str, *, settings: Settings | None = None,
     from imgwarm.workers.client import enqueue_delete as send
 
     return send(key, original=original, settings=settings)
+
+
+def fsck(
+    *, settings: Settings | None = None, repair: bool = False, **options: Any,
+) -> FsckReport:
+    """Check the store for bad states (a manifest naming a missing file, a claim missing or
+    with no record behind it, a damaged record) and, with ``repair``, set right what is safe
+    to; what ``imgwarm fsck`` does."""
+    from imgwarm.config import load_settings
+    from imgwarm.lifecycle.fsck import check
+    from imgwarm.store import Stores
+
+    if settings is None:
+        settings = load_settings(**options)
+    elif options:
+        settings = settings.updated(**options)
+    return check(Stores.for_settings(settings.store), repair=repair, settings=settings)
 
 
 def gc(
