@@ -11,8 +11,9 @@ or, with workers (``imgwarm worker``) on a Redis broker, queue the stored origin
 
     job = imgwarm.enqueue("uploads/2026/bike.jpg", description="Red bicycle")
 
-Names are imported on first use (PEP 562): ``import imgwarm`` loads neither libvips, Celery
-nor pydantic.
+Every error class is here at once (imgwarm.exceptions imports nothing: ``except
+imgwarm.SourceError``); the other names are imported on first use (PEP 562): ``import
+imgwarm`` loads neither libvips, Celery nor pydantic.
 """
 
 from __future__ import annotations
@@ -21,10 +22,36 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from imgwarm.exceptions import (
+    BrokerError,
+    ConfigValueError,
+    CorruptImage,
+    DecoderCrashed,
+    ImgwarmError,
+    JobFailed,
+    LayoutError,
+    LimitExceeded,
+    LogFormatError,
+    NginxError,
+    NotAnOriginal,
+    ObjectTooLarge,
+    PagesError,
+    PictureError,
+    RefusedBefore,
+    SettingsError,
+    SourceError,
+    StorageError,
+    TooDeep,
+    TransientStorageError,
+    UnknownSource,
+    UnreadableSource,
+    UnsupportedFormat,
+    WarmBusy,
+)
+
 if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
     from imgwarm.config import Settings, load_settings
-    from imgwarm.exceptions import ImgwarmError, SourceError
     from imgwarm.lifecycle.delete import Deletion
     from imgwarm.lifecycle.fsck import FsckReport
     from imgwarm.lifecycle.gc import GcReport
@@ -32,13 +59,16 @@ if TYPE_CHECKING:
     from imgwarm.workers.client import DeleteJob, Job
 
 __all__ = [
-    "Credits", "ImgwarmError", "Manifest", "Settings", "SourceError", "Variant", "__version__",
+    "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "ImgwarmError",
+    "JobFailed", "LayoutError", "LimitExceeded", "LogFormatError", "Manifest", "NginxError",
+    "NotAnOriginal", "ObjectTooLarge", "PagesError", "PictureError", "RefusedBefore", "Settings",
+    "SettingsError", "SourceError", "StorageError", "TooDeep", "TransientStorageError",
+    "UnknownSource", "UnreadableSource", "UnsupportedFormat", "Variant", "WarmBusy", "__version__",
     "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize", "picture",
     "register_jinja", "warm",
 ]
 _WHERE = {
     "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
-    "ImgwarmError": "imgwarm.exceptions", "SourceError": "imgwarm.exceptions",
     "Settings": "imgwarm.config", "load_settings": "imgwarm.config",
 }
 

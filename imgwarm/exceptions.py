@@ -1,33 +1,74 @@
-"""The error hierarchy of imgwarm, in one place.
+"""The error hierarchy of imgwarm, in one place: every class imgwarm raises on purpose.
 
-ImgwarmError
-├── SettingsError        a setting or option is out of range or malformed (CLI exit 2)
-├── SourceError          this source cannot be turned into variants (CLI exit 1, batch goes on)
-│   ├── UnreadableSource     cannot be read at all (missing, permission, not a regular file)
-│   ├── UnsupportedFormat    the bytes are not a format we accept (sniffed, never by name)
-│   ├── LimitExceeded        file size or pixel count over the limit, found on the header
-│   ├── CorruptImage         header or pixel data is damaged or uses an unsupported coding
-│   ├── DecoderCrashed       the process making it died (a native crash): this source alone
-│   └── RefusedBefore        the same bytes were refused before (reason recorded in the store)
-├── LayoutError          a key or path would escape a root, or a folder would overflow
-├── StorageError         writing to or reading from the origin or manifest store failed
-│   └── TransientStorageError   a fault that retrying may cure (S3 5xx, timeout, connection)
-├── BrokerError          the queue (Redis) cannot be reached: nothing was queued
-└── JobFailed            a queued job ended in failure (its message is the one clear line)
+Each class says how the command line ends on it (``exit_code``: 2 for what the user gave,
+a setting, an option, a key; 1 for work that failed) and whether trying again may cure it
+(``transient``: queued jobs retry on those, with backoff; nothing else is retried). The CLI
+maps them in one place (imgwarm/cli/common.py): one line on stderr, that exit status.
 
-Every SourceError carries the source it is about, so its str() is the one clear line that
-DESIGN.md asks for: "<source>: <what is wrong>".
+ImgwarmError                      exit 1  the base: anything not said below
+├── SettingsError                 exit 2  a setting or option is out of range or malformed;
+│   │                                     the message names the setting and its allowed forms
+│   ├── ConfigValueError          exit 2  a value that cannot go into an nginx config safely
+│   └── LogFormatError            exit 2  a log_format that cannot tell warm what it needs
+├── LayoutError                   exit 2  a key or path would escape a root, or is unsafe
+├── SourceError                   exit 1  this source cannot be turned into variants (the
+│   │                                     batch goes on); str() is "<source>: <what is wrong>"
+│   ├── UnreadableSource                  cannot be read at all (missing, permission, a folder)
+│   ├── UnsupportedFormat                 the bytes are not a format we accept (sniffed)
+│   ├── LimitExceeded                     file size or pixel count over the limit (the header)
+│   ├── CorruptImage                      header or pixel data damaged, or an unsupported coding
+│   ├── DecoderCrashed                    the process making it died (a native crash)
+│   └── RefusedBefore                     the same bytes were refused before (reason recorded)
+├── StorageError                  exit 1  writing to or reading from the origin or stores failed
+│   └── TransientStorageError     exit 1  transient: S3 5xx, timeout, connection, a full disk
+├── ObjectTooLarge                exit 1  a stored object is over the size a read allows
+├── TooDeep                       exit 1  a JSON or TOML text nested deeper than its format needs
+├── BrokerError                   exit 1  transient: the queue (Redis) cannot be reached
+├── JobFailed                     exit 1  a queued job ended in failure (its one line)
+├── WarmBusy                      exit 1  transient: another warm run holds these tiers
+├── NginxError                    exit 1  nginx refused the config, is missing, or cannot do it
+├── PagesError                    exit 1  a pages file that cannot be read or names the unknown
+├── PictureError                  exit 1  a manifest that cannot make a safe <picture> tag
+├── UnknownSource                 exit 1  delete: nothing is known of the key
+└── NotAnOriginal                 exit 1  delete with original: the key names a folder
+
+Light on purpose: no imports, so anything (the CLI's listing, a worker) can load it.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+EXIT_FAILED = 1  # the work failed (the other sources of a batch are still done)
+EXIT_USAGE = 2  # what the user gave is wrong: nothing was done
 
 
 class ImgwarmError(Exception):
     """Base of every error imgwarm raises on purpose."""
 
+    exit_code: ClassVar[int] = EXIT_FAILED
+    transient: ClassVar[bool] = False  # may trying again cure it?
+
 
 class SettingsError(ImgwarmError):
     """A setting or option is invalid; the message names it and its allowed range."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigValueError(SettingsError):
+    """A value that cannot be written into an nginx config safely (the message names the
+    setting or option that holds it)."""
+
+
+class LogFormatError(SettingsError, ValueError):
+    """The log format cannot tell imgwarm what it needs (it names what is missing)."""
+
+
+class LayoutError(ImgwarmError):
+    """A path would leave its root, a key is unsafe, or a folder would exceed its limit."""
+
+    exit_code = EXIT_USAGE
 
 
 class SourceError(ImgwarmError):
@@ -75,10 +116,6 @@ class RefusedBefore(SourceError):
     recorded then is given again, without decoding them."""
 
 
-class LayoutError(ImgwarmError):
-    """A path would leave its root, or a folder would exceed its entry limit."""
-
-
 class StorageError(ImgwarmError):
     """Reading or writing stored files failed (disk full, permissions...)."""
 
@@ -87,11 +124,53 @@ class TransientStorageError(StorageError):
     """A storage fault that may pass: S3 5xx or throttling, timeouts, refused connections.
     Queued jobs retry on it, with backoff."""
 
+    transient = True
+
+
+class ObjectTooLarge(ImgwarmError):
+    """What a Store's ``read`` raises over its ``limit``, found before the bytes are read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+class TooDeep(ImgwarmError, ValueError):
+    """Arrays and objects nested deeper than the format needs."""
+
 
 class BrokerError(ImgwarmError):
     """The broker or result backend cannot be reached; the message says what was not queued."""
+
+    transient = True
 
 
 class JobFailed(ImgwarmError):
     """A queued job failed for good. Raised by the worker's task with the message only, so
     that Celery's JSON serializer can carry it to whoever waits on the job."""
+
+
+class WarmBusy(ImgwarmError):
+    """Another warm run holds these tiers."""
+
+    transient = True
+
+
+class NginxError(ImgwarmError):
+    """nginx refused the config, or the config asks for what this nginx cannot do."""
+
+
+class PagesError(ImgwarmError):
+    """A pages file that cannot be read, or names what imgwarm does not have."""
+
+
+class PictureError(ImgwarmError):
+    """A manifest that cannot make a safe tag (names what is wrong)."""
+
+
+class UnknownSource(ImgwarmError):
+    """No manifest, failure or tombstone for the key: nothing to delete."""
+
+
+class NotAnOriginal(ImgwarmError):
+    """``original`` names a folder (or an S3 prefix holding objects), not one file."""

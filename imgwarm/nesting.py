@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import re
 
+from imgwarm.exceptions import TooDeep
+
 # What is not structure: strings (TOML's multi-line ones first, then basic with escapes, then
 # literal) and TOML comments. Possessive repeats: one pass, whatever the text holds.
 _NOT_STRUCTURE = re.compile(
     rb'"""(?:[^"\\]|\\.|"(?!""))*+"""|' + rb"'''(?:[^']|'(?!''))*+'''|"
     + rb'"(?:[^"\\\n]|\\.)*+"|' + rb"'[^'\n]*+'|#[^\n]*+", re.DOTALL)
 _OTHERS = bytes(c for c in range(256) if c not in b"[]{}")
-
-
-class TooDeep(ValueError):
-    """Arrays and objects nested deeper than the format needs."""
 
 
 def check_nesting(text: str | bytes, limit: int) -> None:

@@ -25,6 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
+from imgwarm.exceptions import LogFormatError
+
 COMBINED = ('$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent '
             '"$http_referer" "$http_user_agent"')
 _VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)|\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -33,10 +35,6 @@ _METHODS = rb"[A-Z]{1,16}"
 COUNTED_METHODS = (b"GET", b"HEAD")  # what counts as a request for the file
 COUNTED_STATUSES = (b"200", b"206", b"304")
 COUNTED_CODES = frozenset(int(code) for code in COUNTED_STATUSES)
-
-
-class LogFormatError(ValueError):
-    """The format cannot tell imgwarm what it needs (it names what is missing)."""
 
 
 @dataclass(frozen=True)

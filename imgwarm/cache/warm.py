@@ -43,7 +43,7 @@ from imgwarm.cache.placeable import Placeable, url_key
 from imgwarm.cache.rank import Decay
 from imgwarm.cache.tiers import IDENTITY, Tier, Tiers
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, SettingsError, StorageError
+from imgwarm.exceptions import SettingsError, StorageError, WarmBusy
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.racepoints import reached
 from imgwarm.roots import make_private
@@ -55,10 +55,6 @@ INDEX = "index.sqlite"  # in the cache_state folder
 BATCH = 1024  # files a commit (and a syncfs of the NVMe tier)
 AHEAD = 1  # batches copied ahead while the next is read (the copier always has one queued)
 Progress = Callable[[str, int, int], None]
-
-
-class WarmBusy(ImgwarmError):
-    """Another warm run holds these tiers."""
 
 
 @dataclass

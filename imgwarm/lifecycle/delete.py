@@ -21,20 +21,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from imgwarm.exceptions import ImgwarmError, StorageError
+from imgwarm.exceptions import NotAnOriginal, StorageError, UnknownSource
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores, check_source_key
 from imgwarm.store.local import LocalStore
 from imgwarm.store.reclaim import reclaim
-
-
-class UnknownSource(ImgwarmError):
-    """No manifest, failure or tombstone for the key: nothing to delete."""
-
-
-class NotAnOriginal(ImgwarmError):
-    """``original`` names a folder (or an S3 prefix holding objects), not one file."""
 
 
 @dataclass

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import re
 
-from imgwarm.exceptions import ImgwarmError
+from imgwarm.exceptions import ConfigValueError
 
 # Control characters, line breaks, bidi overrides, lone surrogates (bytes that were not
 # UTF-8: they cannot even be written out), and $.
 _UNWRITABLE = "\x00-\x1f\x7f\u0080-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _REFUSED = re.compile(f"[{_UNWRITABLE}$]")
 MAX_VALUE = 2048  # nginx takes no parameter longer than 4 KiB; a sane value is far shorter
-
-
-class ConfigValueError(ImgwarmError):
-    """A value that cannot be written into an nginx config safely."""
 
 
 def checked(value: str, what: str) -> str:

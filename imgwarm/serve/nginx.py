@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, SettingsError
+from imgwarm.exceptions import NginxError, SettingsError
 from imgwarm.formats import OUTPUTS
 from imgwarm.roots import apart, stores_roots
 from imgwarm.serve.confsafe import bare, quoted, single_quoted
@@ -51,10 +51,6 @@ S3_HIDDEN = (
 
 
 _FILE = r"/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*"  # a page's file under the site root
-
-
-class NginxError(ImgwarmError):
-    """nginx refused the config, or the config asks for what this nginx cannot do."""
 
 
 @dataclass

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from imgwarm.exceptions import ImgwarmError
+from imgwarm.exceptions import ConfigValueError, PagesError, TooDeep
 from imgwarm.formats import OUTPUTS
 from imgwarm.manifest import Manifest, Tombstone, Variant
-from imgwarm.nesting import TooDeep, check_nesting
-from imgwarm.serve.confsafe import ConfigValueError, checked, quoted
+from imgwarm.nesting import check_nesting
+from imgwarm.serve.confsafe import checked, quoted
 from imgwarm.store import Stores
 from imgwarm.store.origin import local_key
 
@@ -36,10 +36,6 @@ _SIZES = re.compile(r"[A-Za-z0-9 ().,:%/-]+")  # media conditions and lengths: n
 PAGES_DEPTH = 4  # the format needs 2: pages -> their sources
 MAX_PAGES_BYTES = 64 << 20
 VARIANT_PATH = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*/[a-z0-9-]*\.?[0-9a-f]+\.[a-z]+")
-
-
-class PagesError(ImgwarmError):
-    """A pages file that cannot be read, or names what imgwarm does not have."""
 
 
 @dataclass(frozen=True)

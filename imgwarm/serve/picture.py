@@ -28,19 +28,15 @@ from urllib.parse import urlsplit
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 
-from imgwarm.exceptions import ImgwarmError
+from imgwarm.exceptions import PagesError, PictureError
 from imgwarm.formats import ORDER, OUTPUTS
 from imgwarm.manifest import Manifest, Placeholder, Variant
-from imgwarm.serve.pages import HREF_WIDTH, VARIANT_PATH, PagesError, check_sizes, preferred
+from imgwarm.serve.pages import HREF_WIDTH, VARIANT_PATH, check_sizes, preferred
 
 _COLOR = re.compile(r"#[0-9a-f]{6}")
 _LQIP = re.compile(r"data:image/webp;base64,[A-Za-z0-9+/]+={0,2}")
 MAX_LQIP = 1024
 _CLASS = re.compile(r"[A-Za-z0-9_ -]{1,200}")
-
-
-class PictureError(ImgwarmError):
-    """A manifest or option that cannot make a safe tag (names what is wrong)."""
 
 
 def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,

@@ -20,8 +20,9 @@ from pathlib import Path
 from types import FrameType
 
 from imgwarm.config import Settings
+from imgwarm.exceptions import NginxError
 from imgwarm.serve.gallery import gallery_config
-from imgwarm.serve.nginx import NginxError, main_config
+from imgwarm.serve.nginx import main_config
 
 START_SECONDS = 15.0
 

@@ -12,7 +12,8 @@ the manifest store. Moves and keeps files; never decodes an image (no pyvips her
 
 from __future__ import annotations
 
-from imgwarm.store.base import ObjectTooLarge, Store
+from imgwarm.exceptions import ObjectTooLarge
+from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout, join_under, safe_relative
 from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore

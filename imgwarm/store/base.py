@@ -14,14 +14,6 @@ from typing import Protocol
 Key = str | PurePosixPath
 
 
-class ObjectTooLarge(Exception):
-    """What ``read`` raises over its ``limit``, found before the bytes are read."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(f"{size} bytes")
-        self.size = size
-
-
 class Store(Protocol):
     """What the pipeline, the manifest store and the tiers need of a place that keeps files."""
 

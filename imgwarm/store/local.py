@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
-from imgwarm.store.base import Key, ObjectTooLarge
+from imgwarm.exceptions import LayoutError, ObjectTooLarge, StorageError, TransientStorageError
+from imgwarm.store.base import Key
 from imgwarm.store.layout import join_under, safe_relative
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files

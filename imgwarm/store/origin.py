@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from imgwarm.config import StoreSettings
-from imgwarm.exceptions import LayoutError, UnreadableSource, too_large
-from imgwarm.store.base import ObjectTooLarge, Store
+from imgwarm.exceptions import LayoutError, ObjectTooLarge, UnreadableSource, too_large
+from imgwarm.store.base import Store
 from imgwarm.store.changes import LocalChangeLog
 from imgwarm.store.layout import Layout, safe_relative
 from imgwarm.store.local import LocalStore

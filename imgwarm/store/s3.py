@@ -24,9 +24,9 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from imgwarm.config import StoreSettings
-from imgwarm.exceptions import StorageError, TransientStorageError
+from imgwarm.exceptions import ObjectTooLarge, StorageError, TransientStorageError
 from imgwarm.formats import MEDIA_TYPES
-from imgwarm.store.base import Key, ObjectTooLarge
+from imgwarm.store.base import Key
 from imgwarm.store.layout import safe_relative
 
 if TYPE_CHECKING:
