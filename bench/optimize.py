@@ -51,7 +51,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus"
+DEFAULT_CORPUS = ROOT / "tests" / "corpus"
 DEFAULT_OUTPUT = HERE / "results" / "optimize.json"
 
 # The corpus files that are bad on purpose (rejected by imgwarm), and are not benchmarked.

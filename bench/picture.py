@@ -49,10 +49,10 @@ from imgwarm.manifest import Credits, Manifest
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.serve.gallery import COLUMN, HERO_WIDTH, write_gallery
 from imgwarm.store import Stores
-from tests.conftest import corpus_dir
 from tests.servers import free_port, wait_for
+from tests.support.corpus import corpus_dir
 
-# Camera photos of the shared corpus (the bad inputs and tiny test images left out)
+# Camera photos of the corpus (the bad inputs and tiny test images left out)
 PHOTOS = ["42_IndexError.jpg", "HMD_Nokia_8.3_5G.jpg", "ultra-hdr.jpg", "xmp_test.jpg",
           "canon_hdr_YES.jpg", "33-type_error.jpg", "pyvips_sample.jpg",
           *(f"Landscape_{i}.jpg" for i in range(1, 9))]
@@ -190,8 +190,6 @@ def bench_load(work: Path) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     corpus = corpus_dir()
-    if corpus is None:
-        raise SystemExit("the shared corpus is missing (../shared/corpus or IMGWARM_CORPUS)")
     settings, _, www = _site(work, corpus)
     SCREENSHOTS.mkdir(exist_ok=True)
     try:
@@ -254,8 +252,6 @@ def _like(a: Image.Image, b: Image.Image) -> float:
 
 def bench_placeholders(work: Path) -> dict[str, Any]:
     corpus = corpus_dir()
-    if corpus is None:
-        raise SystemExit("the shared corpus is missing (../shared/corpus or IMGWARM_CORPUS)")
     node_modules = _node_thumbhash(work)
     settings = _settings(work).updated(formats="webp,jpeg", widths="320")
     stores = Stores.for_settings(settings.store)

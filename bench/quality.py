@@ -51,7 +51,7 @@ from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.variants import height_for
 from imgwarm.quality.ssimulacra2 import Reference
 
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = ROOT / "tests" / "corpus"
 OUTPUT = Path(__file__).resolve().parent / "results" / "quality.json"
 BAD = frozenset({"truncated.jpg", "corrupt-header.jpg", "notjpeg.jpg", "cogs_png_renamed.jpg",
                  "lottapixel.jpg", "corrupted.jpg", "monkey12.jpg"})

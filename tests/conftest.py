@@ -15,8 +15,8 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.store import Stores
 
 if TYPE_CHECKING:
-    from tests.corpus import Run
     from tests.servers import RedisServer, S3Server
+    from tests.support.corpus import Run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,26 +35,20 @@ def stores(settings: Settings) -> Stores:
     return Stores.local(settings.store)
 
 
-def corpus_dir() -> Path | None:
-    folder = Path(os.environ.get("IMGWARM_CORPUS", REPO.parent / "shared" / "corpus"))
-    return folder if folder.is_dir() else None
-
-
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    folder = corpus_dir()
-    if folder is None:
-        if os.environ.get("CI"):
-            pytest.fail("the shared corpus is missing on CI (set IMGWARM_CORPUS)")
-        pytest.skip("no shared corpus here (../shared/corpus or IMGWARM_CORPUS)")
-    return folder
+    """The corpus folder (tests/corpus/, or IMGWARM_CORPUS); missing or empty is a failure."""
+    from tests.support.corpus import corpus_dir, corpus_files
+
+    corpus_files()
+    return corpus_dir()
 
 
 @pytest.fixture(scope="session")
 def corpus_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """One real ``imgwarm optimize --json`` over the corpus, shared by the modules that
     compare with it."""
-    from tests.corpus import run_corpus
+    from tests.support.corpus import run_corpus
 
     return run_corpus(corpus, tmp_path_factory.mktemp("corpus"))
 

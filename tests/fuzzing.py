@@ -88,12 +88,12 @@ def lossless_jpeg(image: pyvips.Image) -> bytes:
                                           lossless=True))
 
 
-def corpus_seeds(corpus: Path | None, *, max_bytes: int = 200_000,
+def corpus_seeds(corpus: Path, *, max_bytes: int = 200_000,
                  max_pixels: int = 1_000_000) -> dict[str, bytes]:
     """The small JPEGs of a corpus that a strict decoder reads: then a case it refuses was
     made bad by its mutation, and the seed's output is the picture it must still show."""
     found: dict[str, bytes] = {}
-    for path in sorted(corpus.glob("*") if corpus else []):
+    for path in sorted(corpus.glob("*")):
         data = path.read_bytes() if path.is_file() else b""
         if not data.startswith(b"\xff\xd8") or len(data) > max_bytes:
             continue

@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import corpus_dir
 from tests.fuzzing import MUTATIONS, Report, check, corpus_seeds, make_cases, synthetic_seeds
+from tests.support.corpus import corpus_dir
 
 CASES = int(os.environ.get("IMGWARM_FUZZ_CASES", "300"))
 
 
 @pytest.fixture(scope="module")
 def seeds() -> dict[str, bytes]:
-    return synthetic_seeds() | corpus_seeds(corpus_dir())
+    from_corpus = corpus_seeds(corpus_dir())
+    assert from_corpus, "no corpus JPEG is small and whole enough to be a seed"
+    return synthetic_seeds() | from_corpus
 
 
 @pytest.mark.parametrize("widths", [None, "64,120"], ids=["full-size", "shrink-on-load"])

@@ -16,10 +16,10 @@ import pytest
 import pyvips
 
 from imgwarm.pipeline.jpeg import read_header
-from tests.conftest import all_files, corpus_dir
-from tests.corpus import imgwarm
+from tests.conftest import all_files
 from tests.fuzzing import FRAMES, lossless_jpeg
 from tests.images import as_srgb8, decode, mean_abs_diff, photo
+from tests.support.corpus import corpus_files, imgwarm
 
 
 def grey(width: int, height: int) -> np.ndarray:
@@ -130,8 +130,7 @@ def _seeds() -> dict[str, bytes]:
                           .jpegsave_buffer(Q=85)),
         "lossless.jpg": lossless(1000, 700, 3),
     }
-    corpus = corpus_dir()
-    for path in sorted(corpus.glob("*.jp*g")) if corpus else []:
+    for path in corpus_files("*.jp*g"):
         data = path.read_bytes()
         header = read_header(data)
         # every corpus JPEG with a frame, but no bombs: their refusal is on the header anyway

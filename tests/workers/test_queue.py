@@ -27,8 +27,8 @@ from imgwarm.store.references import DROPPED, REFS
 from imgwarm.workers.client import enqueue_all
 from imgwarm.workers.task import starts_key
 from tests.conftest import all_files
-from tests.corpus import BAD, CASES, GOOD, Run
 from tests.servers import IMGWARM, RedisServer, S3Server, wait_for
+from tests.support.corpus import BAD, CASES, GOOD, Run
 from tests.workers.conftest import Queue, check_s3_outputs
 
 SLOW_ENOUGH = {"visibility_timeout": "120", "task_soft_time_limit": "60",

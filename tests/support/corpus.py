@@ -1,8 +1,10 @@
-"""The corpus as test cases: which files are meant to be refused, and one real
-``imgwarm optimize --json`` run over the whole folder that several test modules compare with.
+"""The corpus as test cases: where it is (tests/corpus/, or IMGWARM_CORPUS), which files are
+meant to be refused, and one real ``imgwarm optimize --json`` run over the whole folder that
+several test modules compare with.
 
 Expectations come from the files themselves, through independent readers: SOURCES.md (when
 the folder has one) and Pillow say which files are bad. No file name is hard-coded.
+A corpus that is missing or empty is a failure, never a skip: a loop over no files would pass.
 """
 
 from __future__ import annotations
@@ -19,12 +21,29 @@ from typing import Any
 
 from PIL import Image
 
-from tests.conftest import corpus_dir
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "corpus"
+NOTES = "SOURCES.md"
+
+
+def corpus_dir() -> Path:
+    """The corpus folder: tests/corpus/ in the repository, or IMGWARM_CORPUS when set (e.g.
+    a held-out set of files of the same kinds)."""
+    return Path(os.environ.get("IMGWARM_CORPUS") or CORPUS)
+
+
+def corpus_files(pattern: str = "*") -> list[Path]:
+    """The corpus files whose names match ``pattern``, sorted; fails when there are none, so
+    that a loop over them cannot pass by doing nothing."""
+    folder = corpus_dir()
+    found = sorted(p for p in folder.glob(pattern) if p.is_file() and p.name != NOTES)
+    assert found, f"no corpus file matches {pattern!r} in {folder} (tests/corpus or IMGWARM_CORPUS)"
+    return found
 
 
 def listed_as_bad(folder: Path) -> dict[str, bool]:
     """File name -> "is it meant to be refused", from the table in SOURCES.md."""
-    notes = folder / "SOURCES.md"
+    notes = folder / NOTES
     if not notes.is_file():
         return {}
     verdicts = {}
@@ -61,11 +80,8 @@ class Case:
 
 
 def cases() -> list[Case]:
-    folder = corpus_dir()
-    if folder is None:
-        return []
-    listed = listed_as_bad(folder)
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != "SOURCES.md")
+    listed = listed_as_bad(corpus_dir())
+    files = corpus_files()
     # Meant to be refused when SOURCES.md says BAD or when Pillow cannot read it either.
     return [Case(p, listed.get(p.name, False) or pillow_says_bad(p)) for p in files]
 
