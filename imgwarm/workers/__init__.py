@@ -1,8 +1,11 @@
-"""The queue: a Celery app on a Redis broker and its one task, thin wrappers around pipeline.
+"""The queue: a Celery app on a Redis broker and its two tasks, optimize and delete, thin
+wrappers around the library (the pipeline, the lifecycle).
 
     app.py     ``make_app(queue settings)``: the Celery app, for clients and workers
-    task.py    the optimize task and ``worker_app(settings)``, what ``imgwarm worker`` runs
-    client.py  ``enqueue`` (also ``imgwarm.enqueue``), ``Job.wait``, ``job_status``
+    task.py    the optimize and delete tasks and ``worker_app(settings)``, what ``imgwarm
+               worker`` runs
+    client.py  ``enqueue`` and ``enqueue_delete`` (also ``imgwarm.enqueue``...), ``Job.wait``,
+               ``job_status``, ``ping`` (for ``imgwarm health``)
 
 Arrows run one way: client and task use app; nothing here is imported by the library.
 """
