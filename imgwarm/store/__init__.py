@@ -7,6 +7,10 @@ the manifest store. Moves and keeps files; never decodes an image (no pyvips her
     s3.py         any S3 endpoint through boto3
     layout.py     shard folders from the hash in a name; keys that cannot leave their root
     manifests.py  one record per source key, in any Store
+    changes.py    the manifest store's journal: what changed, for readers that follow it
+    references.py which sources name each variant, and since when one is named by none
+    reclaim.py    a variant removed unless a source names it, race-free
+    listing.py    sharded trees listed side by side (an S3 bucket's pages at once)
     origin.py     the origin: originals by key, variants, manifests (local or S3)
 """
 
