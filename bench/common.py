@@ -21,7 +21,7 @@ IMGWARM = ROOT / ".venv" / "bin" / "imgwarm"
 PYTHON = ROOT / ".venv" / "bin" / "python"
 
 from imgwarm.config import Settings  # noqa: E402
-from tests.cache.conftest import Site  # noqa: E402
+from tests.support.sites import Site  # noqa: E402
 
 
 def quiet_caches() -> None:

@@ -29,11 +29,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests import hostile  # noqa: E402
-from tests.fuzzing import MUTATIONS, check, corpus_seeds, make_cases, synthetic_seeds  # noqa: E402
-from tests.images import photo  # noqa: E402
-from tests.measure import peak_rss  # noqa: E402
+from tests.support import hostile  # noqa: E402
 from tests.support.corpus import corpus_dir  # noqa: E402
+from tests.support.fuzzing import (  # noqa: E402
+    MUTATIONS,
+    check,
+    corpus_seeds,
+    make_cases,
+    synthetic_seeds,
+)
+from tests.support.images import photo  # noqa: E402
+from tests.support.measure import peak_rss  # noqa: E402
 
 MIB = 1 << 20
 OUTPUT = HERE / "results" / "fuzz.json"

@@ -213,7 +213,7 @@ def main() -> None:
     try:
         if s3_sizes:
             sys.path.insert(0, str(HERE.parent))
-            from tests.servers import AWS, S3Server
+            from tests.support.servers import AWS, S3Server
 
             os.environ.update(AWS)
             server = S3Server()

@@ -56,8 +56,8 @@ from common import (
 
 from imgwarm.config import Settings
 from imgwarm.serve.nginx import OPEN_FILES
-from tests.cache.conftest import Site, synthetic
-from tests.servers import free_port
+from tests.support.servers import free_port
+from tests.support.sites import Site, synthetic
 
 # nginx on one core, wrk on the other: neither moves, so runs repeat (unpinned, one config's
 # requests/s moved by 10% from run to run)

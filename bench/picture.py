@@ -49,8 +49,8 @@ from imgwarm.manifest import Credits, Manifest
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.serve.gallery import COLUMN, HERO_WIDTH, write_gallery
 from imgwarm.store import Stores
-from tests.servers import free_port, wait_for
 from tests.support.corpus import corpus_dir
+from tests.support.servers import free_port, wait_for
 
 # Camera photos of the corpus (the bad inputs and tiny test images left out)
 PHOTOS = ["42_IndexError.jpg", "HMD_Nokia_8.3_5G.jpg", "ultra-hdr.jpg", "xmp_test.jpg",

@@ -55,7 +55,7 @@ from common import (  # bench/common.py: what the cache benchmarks share
 from imgwarm.cache.warm import warm
 from imgwarm.config import Settings
 from imgwarm.store import Stores
-from tests.cache.conftest import Site, synthetic
+from tests.support.sites import Site, synthetic
 
 
 def _clear_tiers(settings: Settings) -> None:

@@ -46,7 +46,10 @@ DEFAULT_CORPUS = bench_optimize.DEFAULT_CORPUS
 default_files = bench_optimize.default_files
 find_imgwarm = bench_optimize.find_imgwarm
 sys.path.insert(0, str(HERE.parent))
-from tests.servers import RedisServer, Worker  # noqa: E402  (the tests' real Redis and worker)
+from tests.support.servers import (  # noqa: E402  (the tests' real Redis and worker)
+    RedisServer,
+    Worker,
+)
 
 DEFAULT_OUTPUT = HERE / "results" / "workers.json"
 

@@ -23,9 +23,9 @@ from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.variants import plan_widths
 from imgwarm.store import Stores
-from tests.conftest import all_files
-from tests.images import mean_abs_diff, mean_delta_e, pillow_reference
 from tests.support.corpus import BAD, CASES, CORPUS, GOOD, NOTES, Case, Run, imgwarm
+from tests.support.files import all_files
+from tests.support.images import mean_abs_diff, mean_delta_e, pillow_reference
 
 MAX_MEAN_DELTA_E = 2.5
 NAME = re.compile(r"(?:[a-z0-9-]+\.)?([0-9a-f]{16,64})\.(webp|jpg)")

@@ -17,7 +17,7 @@ import yaml
 
 from imgwarm.config.units import parse_size
 from imgwarm.serve.nginx import main_config
-from tests.servers import IMGWARM, clean_env
+from tests.support.servers import IMGWARM, clean_env
 
 DOCKER = Path(__file__).resolve().parent.parent / "docker"
 COMPOSE, ENV, DOCKERFILE = DOCKER / "compose.yaml", DOCKER / ".env.example", DOCKER / "Dockerfile"

@@ -9,8 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzzing import MUTATIONS, Report, check, corpus_seeds, make_cases, synthetic_seeds
 from tests.support.corpus import corpus_dir
+from tests.support.fuzzing import (
+    MUTATIONS,
+    Report,
+    check,
+    corpus_seeds,
+    make_cases,
+    synthetic_seeds,
+)
 
 CASES = int(os.environ.get("IMGWARM_FUZZ_CASES", "300"))
 

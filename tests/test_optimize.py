@@ -15,9 +15,9 @@ from imgwarm.exceptions import ImgwarmError, LimitExceeded, StorageError
 from imgwarm.pipeline.optimize import local_key, optimize_file
 from imgwarm.store import Stores
 from imgwarm.store.local import LocalStore
-from tests.conftest import all_files
-from tests.images import Credits, decode, jpeg_with_exif, mean_abs_diff, photo
-from tests.pipeline.helpers import run
+from tests.support.files import all_files
+from tests.support.images import Credits, decode, jpeg_with_exif, mean_abs_diff, photo
+from tests.support.pipeline import run
 
 NAME = re.compile(r"(?:([a-z0-9-]+)\.)?([0-9a-f]{16,64})\.(webp|jpg|avif)")
 

@@ -1,157 +1,20 @@
-"""Cache fixtures: real tmpfs mounts, origins made by the real optimize, real access logs."""
+"""Cache fixtures: a site of six real sources in front of a real tmpfs RAM tier."""
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import os
-import subprocess
-import time
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from imgwarm.cache.warm import WarmReport, warm
 from imgwarm.config import Settings
-from imgwarm.manifest import Manifest
-from imgwarm.store import Stores
-from tests.images import jpeg_with_exif, photo
+from tests.support.sites import Site, make_site
+from tests.support.tmpfs import mounted_tmpfs
 
-
-@contextlib.contextmanager
-def mounted_tmpfs(where: Path, size: str, inodes: int | None = None) -> Iterator[Path]:
-    """A real tmpfs of ``size`` at ``where`` (root), else a folder under /dev/shm (a tmpfs
-    too, but not of that size)."""
-    where.mkdir(parents=True, exist_ok=True)
-    options = f"size={size}" + (f",nr_inodes={inodes}" if inodes else "")
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
-        capture_output=True, check=False).returncode == 0
-    if not mounted:
-        if os.environ.get("CI"):
-            pytest.fail("cannot mount a tmpfs on CI (the tests run as root there)")
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-@pytest.fixture
-def ram(tmp_path: Path) -> Iterator[Path]:
-    with mounted_tmpfs(tmp_path / "ram", "64m") as root:
-        yield root
-
-
-@dataclass
-class Site:
-    """An origin with real variants, and the settings of a cache server in front of it."""
-
-    settings: Settings
-    root: Path
-    sources: Path
-
-    def add(self, name: str, width: int = 1200, height: int = 800, seed: int = 0) -> Manifest:
-        from imgwarm.pipeline.optimize import optimize_file
-
-        path = self.sources / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(jpeg_with_exif(photo(width, height, seed=seed), quality=85))
-        return optimize_file(path, settings=self.settings,
-                             stores=Stores.for_settings(self.settings.store)).manifest
-
-    def warm(self, **options: object) -> WarmReport:
-        return warm(self.settings, **options)  # type: ignore[arg-type]
-
-    def manifests(self) -> list[Manifest]:
-        return [r for r in Stores.for_settings(self.settings.store).manifests.everything()
-                if isinstance(r, Manifest)]
-
-    def env(self) -> dict[str, str]:
-        """The site's settings as IMGWARM_* variables, for the commands."""
-        flat = self.settings.flat()
-        names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state",
-                 "ram_budget", "ram_max_width")
-        if flat["origin"] == "s3":
-            names += ("origin", "s3_bucket", "s3_endpoint_url", "s3_region")
-        env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
-        env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
-        return env
-
-    def in_tier(self, tier: str) -> set[str]:
-        root = self.settings.cache.ram_root if tier == "ram" else self.settings.cache.nvme_root
-        return {str(p.relative_to(root)) for p in root.rglob("*")
-                if p.is_file() and not p.name.startswith(".")}
-
-
-def make_site(base: Settings, tmp_path: Path, ram_root: Path, count: int = 6,
-              **options: object) -> Site:
-    settings = base.updated(
-        origin_root=tmp_path / "origin", manifest_root=tmp_path / "manifest",
-        nvme_root=tmp_path / "nvme", ram_root=ram_root / f"tier-{uuid.uuid4().hex[:6]}",
-        cache_state=tmp_path / "state", widths="320,640,1280", fsync=False,
-        **options)
-    site = Site(settings, tmp_path, tmp_path / "sources")
-    site.sources.mkdir()
-    for i in range(count):
-        site.add(f"photo-{i}.jpg", seed=i)
-    return site
+# Site and mounted_tmpfs are also imported from here by tests/lifecycle/test_faults.py, until
+# it imports tests.support.sites and tests.support.tmpfs itself.
+__all__ = ["Site", "mounted_tmpfs", "site"]
 
 
 @pytest.fixture
 def site(settings: Settings, tmp_path: Path, ram: Path) -> Site:
     return make_site(settings, tmp_path, ram)
-
-
-def synthetic(site: Site, sources: int, per_source: int = 3, *, seed: int = 0,
-              sizes: tuple[int, int] = (5000, 50000)) -> list[Manifest]:
-    """Sources with opaque variant files of random bytes (warm never decodes them), written
-    through imgwarm's own stores: many variants, made in a moment."""
-    import hashlib
-    import random
-
-    from imgwarm.manifest import Variant
-    from imgwarm.pipeline.naming import file_name
-
-    stores = Stores.for_settings(site.settings.store)
-    rnd = random.Random(seed)
-    made = []
-    for s in range(sources):
-        variants = []
-        for v in range(per_source):
-            data = rnd.randbytes(rnd.randrange(*sizes))
-            name = file_name(f"s{seed}-{s}", hashlib.sha256(data).hexdigest(), "webp", 16)
-            path = stores.place(name)
-            stores.origin.write(path, data)
-            width = (320, 640, 1280)[v % 3]
-            variants.append(Variant(format="webp", width=width, height=width * 2 // 3,
-                                    bytes=len(data), path=str(path)))
-        manifest = Manifest(key=f"up/{seed}/{s}.jpg", source_sha256="0" * 64, width=1280,
-                            height=853, settings_digest="synthetic", variants=variants)
-        stores.manifests.put(manifest)
-        made.append(manifest)
-    return made
-
-
-def log_line(path: str, when: float, status: int = 200, method: str = "GET",
-             agent: str = "Mozilla/5.0") -> str:
-    stamp = time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(when))
-    return (f'203.0.113.7 - - [{stamp}] "{method} {path} HTTP/1.1" {status} 1234 '
-            f'"https://example.com/" "{agent}"\n')
-
-
-def write_log(file: Path, lines: list[str], *, gzipped: bool = False, append: bool = False) -> None:
-    data = "".join(lines).encode()
-    if gzipped:
-        file.write_bytes(gzip.compress(data))
-    else:
-        with file.open("ab" if append else "wb") as handle:
-            handle.write(data)
-
-
-def requests(paths: dict[str, int], when: float) -> list[str]:
-    """``count`` requests of each URL path, at ``when``."""
-    return [log_line(f"/{p}", when) for p, n in paths.items() for _ in range(n)]

@@ -8,9 +8,9 @@ import subprocess
 import time
 
 from imgwarm.cache.heartbeat import beat, last
-from tests.cache.conftest import Site
-from tests.conftest import Cli
-from tests.servers import IMGWARM, clean_env, wait_for
+from tests.support.cli import Cli
+from tests.support.servers import IMGWARM, clean_env, wait_for
+from tests.support.sites import Site
 
 
 def test_warm_every_is_healthy_while_it_runs(site: Site) -> None:

@@ -16,8 +16,8 @@ from imgwarm.cache.logs import Hits, read_logs
 from imgwarm.cache.placeable import Placeable
 from imgwarm.cache.rank import Decay
 from imgwarm.manifest import Variant
-from tests.conftest import Cli
-from tests.hostile_logs import LAYOUT, VARIANT, cut_gzip, hostile, junk_paths, line
+from tests.support.cli import Cli
+from tests.support.hostile_logs import LAYOUT, VARIANT, cut_gzip, hostile, junk_paths, line
 
 NOW = 1_790_000_000.0
 FLAT = Decay(NOW, 1e12)

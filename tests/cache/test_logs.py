@@ -15,7 +15,7 @@ from imgwarm.cache import logs
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import log_files, read_logs
 from imgwarm.cache.rank import Decay
-from tests.cache.conftest import log_line
+from tests.support.logs import log_line
 
 NOW = 1_790_000_000.0
 FLAT = Decay(NOW, 1e12)  # a half-life so long that every request weighs 1

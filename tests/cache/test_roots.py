@@ -16,9 +16,8 @@ import pytest
 
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import SettingsError
-from tests.cache.conftest import Site
-from tests.cache.test_warm import thumbnails
-from tests.conftest import Cli
+from tests.support.cli import Cli
+from tests.support.sites import Site, thumbnails
 
 SHM = Path("/dev/shm")
 

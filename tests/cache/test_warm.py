@@ -19,17 +19,11 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
 from imgwarm.manifest import Manifest
 from imgwarm.store import Stores
-from tests.cache.conftest import (
-    Site,
-    log_line,
-    make_site,
-    mounted_tmpfs,
-    requests,
-    synthetic,
-    write_log,
-)
-from tests.conftest import Cli
-from tests.servers import clean_env, wait_for
+from tests.support.cli import Cli
+from tests.support.logs import log_line, requests, write_log
+from tests.support.servers import clean_env, wait_for
+from tests.support.sites import Site, make_site, synthetic, thumbnails
+from tests.support.tmpfs import mounted_tmpfs
 
 PAGE = 4096
 
@@ -45,10 +39,6 @@ def whole(root: Path, key: str) -> bool:
 
 def variants(site: Site) -> dict[str, int]:
     return {v.path: v.bytes for m in site.manifests() for v in m.variants}
-
-
-def thumbnails(site: Site, widest: int = 640) -> dict[str, int]:
-    return {v.path: v.bytes for m in site.manifests() for v in m.variants if v.width <= widest}
 
 
 def test_first_run_places_every_variant_on_nvme_and_the_thumbnails_in_ram(site: Site) -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import piexif
 import pytest
 
-from tests.conftest import Cli, all_files
-from tests.images import Credits, bomb_jpeg, jpeg_with_exif, photo
+from tests.support.cli import Cli
+from tests.support.files import all_files
+from tests.support.images import Credits, bomb_jpeg, jpeg_with_exif, photo
 
 UKRAINIAN = "Червоний велосипед на київській вулиці"
 

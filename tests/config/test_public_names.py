@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from imgwarm.config import GROUPS, Settings, load_settings
-from tests.conftest import REPO
+from tests.support.files import REPO
 
 ROW = re.compile(r"^\| `([a-z_0-9]+)` \| `(IMGWARM_[A-Z_0-9]+)` \|", re.MULTILINE)
 DOCUMENTED = ROW.findall((REPO / "README.md").read_text(encoding="utf-8"))

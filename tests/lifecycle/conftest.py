@@ -1,5 +1,5 @@
-"""Lifecycle fixtures: a site on a local origin or on S3 over moto's real HTTP server, with a
-source and its twin (the same bytes under the same name: they share every variant)."""
+"""Lifecycle fixtures: a site of a source and its twin on a local origin and on S3 (moto over
+real HTTP); the helpers are in tests/support/lifecycle.py."""
 
 from __future__ import annotations
 
@@ -8,40 +8,15 @@ from pathlib import Path
 import pytest
 
 from imgwarm.config import Settings
-from imgwarm.manifest import Manifest
-from imgwarm.store import Stores
-from tests.cache.conftest import Site, make_site, ram  # noqa: F401 (ram: a fixture)
+from tests.support.lifecycle import site_on
+from tests.support.sites import Site
 
-
-def site_on(origin: str, request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
-            ram_root: Path, **options: object) -> Site:
-    if origin == "s3":
-        s3 = request.getfixturevalue("s3_server")
-        options |= {"origin": "s3", "s3_bucket": s3.new_bucket(),
-                    "s3_endpoint_url": s3.endpoint, "s3_region": "us-east-1"}
-    return make_site(settings, tmp_path, ram_root, count=2, **options)
+# site_on is also imported from here by tests/lifecycle/test_faults.py, until it imports
+# tests.support.lifecycle itself.
+__all__ = ["site", "site_on"]
 
 
 @pytest.fixture(params=["local", "s3"])
 def site(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
-         ram: Path) -> Site:  # noqa: F811 (the fixture above)
+         ram: Path) -> Site:
     return site_on(request.param, request, settings, tmp_path, ram)
-
-
-def stores(site: Site) -> Stores:
-    return Stores.for_settings(site.settings.store)
-
-
-def by_key(site: Site) -> dict[str, Manifest]:
-    return {Path(m.key).relative_to(site.sources.resolve()).as_posix(): m
-            for m in site.manifests()}
-
-
-def in_origin(site: Site, manifest: Manifest) -> set[str]:
-    origin = stores(site).origin
-    return {v.path for v in manifest.variants if origin.exists(v.path)}
-
-
-def claims(site: Site) -> set[tuple[str, str]]:
-    """Every reference marker: (variant path, source digest)."""
-    return {(path, digest) for path, digest, _ in stores(site).manifests.references.claimed()}

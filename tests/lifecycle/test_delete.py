@@ -15,9 +15,9 @@ from imgwarm.exceptions import LayoutError
 from imgwarm.lifecycle.delete import UnknownSource, delete
 from imgwarm.manifest import Manifest, Tombstone
 from imgwarm.store.references import key_digest
-from tests.cache.conftest import Site
-from tests.lifecycle.conftest import by_key, claims, in_origin, stores
-from tests.servers import clean_env
+from tests.support.lifecycle import by_key, claims, in_origin, stores
+from tests.support.servers import clean_env
+from tests.support.sites import Site
 
 pytestmark = pytest.mark.usefixtures("ram")
 
@@ -74,7 +74,7 @@ def test_the_original_goes_only_when_asked(site: Site) -> None:
 def test_an_s3_original_goes_with_original(request: pytest.FixtureRequest, settings: object,
                                            tmp_path: Path, ram: Path) -> None:
     from imgwarm.pipeline.optimize import optimize_key
-    from tests.lifecycle.conftest import site_on
+    from tests.support.lifecycle import site_on
 
     site = site_on("s3", request, settings, tmp_path, ram)  # type: ignore[arg-type]
     origin = stores(site).origin
@@ -113,7 +113,7 @@ def test_a_delete_killed_midway_is_finished_by_the_next(site: Site) -> None:
     assert 0 < len(left) == len(manifest.variants) - 2
     assert isinstance(stores(site).manifests.record(manifest.key), Tombstone)
 
-    from tests.conftest import Cli
+    from tests.support.cli import Cli
 
     again = Cli()("delete", manifest.key, "--json", env=site.env())
     assert again.exit_code == 0, again.stderr
@@ -125,7 +125,7 @@ def test_a_delete_killed_midway_is_finished_by_the_next(site: Site) -> None:
 
 def test_the_command_names_what_is_wrong_and_deletes_the_rest(
         site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.conftest import Cli
+    from tests.support.cli import Cli
 
     first, second = by_key(site)["photo-0.jpg"], by_key(site)["photo-1.jpg"]
     refused = Cli()("delete", first.key, "../x.jpg", env=site.env())
@@ -166,7 +166,7 @@ def test_a_page_whose_hero_was_deleted_loses_its_preload_not_the_config(site: Si
 
 def test_deleting_a_folder_as_an_original_is_refused_and_leaves_no_tombstone(
         site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.conftest import Cli
+    from tests.support.cli import Cli
 
     origin = stores(site).origin
     origin.write("uploads/inner/a.jpg", b"not ours to remove")  # a folder, or an S3 prefix

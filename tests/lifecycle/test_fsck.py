@@ -15,10 +15,10 @@ from imgwarm.lifecycle.gc import STALE_CLAIM, gc
 from imgwarm.manifest import Manifest
 from imgwarm.pipeline.optimize import optimize_key
 from imgwarm.store.references import key_digest
-from tests.cache.conftest import Site
-from tests.conftest import Cli
-from tests.images import decode, jpeg_with_exif, photo
-from tests.lifecycle.conftest import by_key, claims, in_origin, stores
+from tests.support.cli import Cli
+from tests.support.images import decode, jpeg_with_exif, photo
+from tests.support.lifecycle import by_key, claims, in_origin, stores
+from tests.support.sites import Site
 from tests.test_imports import HEAVY, loaded_by
 
 DAY = 86400.0

@@ -14,9 +14,9 @@ from imgwarm.config import Settings
 from imgwarm.lifecycle.gc import gc
 from imgwarm.manifest import Manifest
 from imgwarm.store.references import key_digest
-from tests.cache.conftest import Site, synthetic
-from tests.conftest import Cli
-from tests.lifecycle.conftest import by_key, claims, in_origin, site_on, stores
+from tests.support.cli import Cli
+from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
+from tests.support.sites import Site, synthetic
 
 DAY = 86400.0
 pytestmark = pytest.mark.usefixtures("ram")

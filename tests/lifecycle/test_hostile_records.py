@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from imgwarm.lifecycle.gc import gc
-from tests.cache.conftest import Site
-from tests.conftest import Cli
-from tests.lifecycle.conftest import by_key, in_origin, stores
+from tests.support.cli import Cli
+from tests.support.lifecycle import by_key, in_origin, stores
+from tests.support.sites import Site
 
 pytestmark = pytest.mark.usefixtures("ram")
 

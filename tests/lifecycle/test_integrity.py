@@ -21,8 +21,8 @@ from imgwarm.store import Stores
 from imgwarm.store.changes import Batch, ChangeLog
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.references import BUILT, REFS, key_digest
-from tests.cache.conftest import Site
-from tests.lifecycle.conftest import by_key, claims, in_origin, site_on, stores
+from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
+from tests.support.sites import Site
 
 pytestmark = pytest.mark.usefixtures("ram")
 WEEK = 7 * 86400.0

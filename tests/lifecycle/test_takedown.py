@@ -15,11 +15,11 @@ import pytest
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
-from tests.cache.conftest import Site
-from tests.conftest import Cli
-from tests.lifecycle.conftest import by_key, in_origin, site_on
 from tests.serve.test_nginx import running
-from tests.servers import wait_for
+from tests.support.cli import Cli
+from tests.support.lifecycle import by_key, in_origin, site_on
+from tests.support.servers import wait_for
+from tests.support.sites import Site
 
 
 def second_server(site: Site, ram: Path) -> Site:

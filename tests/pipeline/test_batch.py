@@ -10,8 +10,8 @@ from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.batch import collect_sources, run_batch
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.store import Stores
-from tests.conftest import all_files
-from tests.images import photo
+from tests.support.files import all_files
+from tests.support.images import photo
 
 
 def damaged_files(folder: Path) -> list[Path]:

@@ -7,15 +7,15 @@ import pyvips
 
 from imgwarm.config import Settings
 from imgwarm.pipeline.colour import profile_is_srgb
-from tests.hostile import adobe_rgb_profile, damaged_profile, with_icc
-from tests.images import (
+from tests.support.hostile import adobe_rgb_profile, damaged_profile, with_icc
+from tests.support.images import (
     builtin_cmyk_profile,
     mean_delta_e,
     photo,
     pillow_reference,
     with_profile,
 )
-from tests.pipeline.helpers import decoded, run
+from tests.support.pipeline import decoded, run
 
 # Mean CIEDE2000 against LittleCMS (through Pillow) below 2: a difference few people can see.
 MAX_MEAN_DELTA_E = 2.0

@@ -10,8 +10,8 @@ import pyvips
 from imgwarm.config import Settings
 from imgwarm.exceptions import CorruptImage, LimitExceeded
 from imgwarm.pipeline.decode import jpeg_shrink
-from tests.conftest import all_files
-from tests.hostile import (
+from tests.support.files import all_files
+from tests.support.hostile import (
     find_flip,
     flip_in_restart_interval,
     restart_jpeg,
@@ -20,8 +20,8 @@ from tests.hostile import (
     strict_reason,
     strip,
 )
-from tests.images import mean_abs_diff, photo, stray_bytes_jpeg
-from tests.pipeline.helpers import decoded, run
+from tests.support.images import mean_abs_diff, photo, stray_bytes_jpeg
+from tests.support.pipeline import decoded, run
 
 BIG = photo(2400, 1600, seed=5)
 

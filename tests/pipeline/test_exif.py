@@ -11,7 +11,7 @@ import pytest
 from imgwarm.config import Settings
 from imgwarm.pipeline.exif import bounded, read_exif
 from imgwarm.pipeline.jpeg import read_header
-from tests.hostile import (
+from tests.support.hostile import (
     exif_count_bomb,
     exif_overlap_bomb,
     exif_pointer_bomb,
@@ -22,7 +22,7 @@ from tests.hostile import (
     tiff,
     with_exif,
 )
-from tests.pipeline.helpers import run
+from tests.support.pipeline import run
 
 
 def peak_bytes(work: object) -> int:

@@ -16,10 +16,10 @@ import pytest
 import pyvips
 
 from imgwarm.pipeline.jpeg import read_header
-from tests.conftest import all_files
-from tests.fuzzing import FRAMES, lossless_jpeg
-from tests.images import as_srgb8, decode, mean_abs_diff, photo
 from tests.support.corpus import corpus_files, imgwarm
+from tests.support.files import all_files
+from tests.support.fuzzing import FRAMES, lossless_jpeg
+from tests.support.images import as_srgb8, decode, mean_abs_diff, photo
 
 
 def grey(width: int, height: int) -> np.ndarray:

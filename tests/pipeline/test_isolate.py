@@ -25,8 +25,8 @@ from imgwarm.manifest import Credits
 from imgwarm.pipeline.budget import MemoryBudget
 from imgwarm.pipeline.isolate import Isolated
 from imgwarm.store import Stores, local_key
-from tests.conftest import all_files
-from tests.images import photo
+from tests.support.files import all_files
+from tests.support.images import photo
 
 BUDGET = 512 << 20
 

@@ -19,11 +19,11 @@ from imgwarm.exceptions import LimitExceeded
 from imgwarm.pipeline.budget import UNIT, MemoryBudget
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.probe import probe
-from tests.conftest import all_files
-from tests.hostile import plain_jpeg, progressive_cmyk
-from tests.images import photo
-from tests.measure import peak_anon, peak_rss
-from tests.pipeline.helpers import run
+from tests.support.files import all_files
+from tests.support.hostile import plain_jpeg, progressive_cmyk
+from tests.support.images import photo
+from tests.support.measure import peak_anon, peak_rss
+from tests.support.pipeline import run
 
 MIB = 1 << 20
 

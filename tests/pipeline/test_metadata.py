@@ -13,9 +13,9 @@ from imgwarm.exceptions import SettingsError
 from imgwarm.manifest import Credits
 from imgwarm.pipeline.metadata import clean_text
 from imgwarm.pipeline.probe import probe
-from tests.hostile import exif_text
-from tests.images import photo
-from tests.pipeline.helpers import run
+from tests.support.hostile import exif_text
+from tests.support.images import photo
+from tests.support.pipeline import run
 
 UKRAINIAN = "Червоний велосипед на київській вулиці"
 GPS = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from imgwarm.config import Settings
-from tests.images import jpeg_with_exif, mean_abs_diff, photo, stored_for_orientation
-from tests.pipeline.helpers import decoded, run
+from tests.support.images import jpeg_with_exif, mean_abs_diff, photo, stored_for_orientation
+from tests.support.pipeline import decoded, run
 
 UPRIGHT = photo(600, 400, seed=3)
 

@@ -9,7 +9,7 @@ import pytest
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.pipeline.probe import probe
-from tests.images import bomb_jpeg, jpeg_with_exif, photo
+from tests.support.images import bomb_jpeg, jpeg_with_exif, photo
 
 
 def test_jpeg_is_identified_whatever_its_name(settings: Settings) -> None:

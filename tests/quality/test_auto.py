@@ -24,7 +24,7 @@ from imgwarm.pipeline.variants import height_for
 from imgwarm.quality.ssimulacra2 import pixels, score
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
-from tests.conftest import Cli
+from tests.support.cli import Cli
 
 TARGET, TOLERANCE = 75.0, 3.0
 

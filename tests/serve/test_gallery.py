@@ -28,7 +28,7 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.gallery import HERO_WIDTH
 from imgwarm.store import Stores
-from tests.servers import free_port, wait_for
+from tests.support.servers import free_port, wait_for
 
 playwright = pytest.importorskip("playwright.sync_api")  # ./test.sh installs it
 

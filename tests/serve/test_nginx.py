@@ -21,9 +21,9 @@ import pytest
 
 from imgwarm.config import Settings
 from imgwarm.serve.nginx import PUSH_REMOVED, NginxError, check_push, nginx_version
-from tests.cache.conftest import Site, make_site
-from tests.conftest import Cli
-from tests.servers import free_port, wait_for
+from tests.support.cli import Cli
+from tests.support.servers import free_port, wait_for
+from tests.support.sites import Site, make_site
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 ODD_PAGE = "/annonces/café crème/"  # sent percent-encoded by browsers

@@ -23,7 +23,7 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
-from tests.servers import free_port, wait_for
+from tests.support.servers import free_port, wait_for
 
 IMGWARM = Path(sys.executable).parent / "imgwarm"
 

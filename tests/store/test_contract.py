@@ -76,7 +76,7 @@ def _s3(s3_server: Any) -> Kind:
 
 def _tier(tmp_path: Path, name: str) -> Iterator[Kind]:
     from imgwarm.cache.tiers import Tier
-    from tests.cache.conftest import mounted_tmpfs
+    from tests.support.tmpfs import mounted_tmpfs
 
     def kind(root: Path) -> Kind:
         killer = (

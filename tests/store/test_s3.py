@@ -9,7 +9,7 @@ import pytest
 from imgwarm.config import load_settings
 from imgwarm.exceptions import StorageError, TransientStorageError
 from imgwarm.store.s3 import IMMUTABLE, NO_CACHE, S3Store, make_client
-from tests.servers import S3Server
+from tests.support.servers import S3Server
 
 
 @pytest.fixture

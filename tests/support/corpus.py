@@ -21,7 +21,8 @@ from typing import Any
 
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.files import REPO
+
 CORPUS = REPO / "tests" / "corpus"
 NOTES = "SOURCES.md"
 

@@ -7,8 +7,8 @@ import socket
 import subprocess
 
 from imgwarm.cli.health import role_of
-from tests.servers import IMGWARM
-from tests.workers.conftest import Queue
+from tests.support.queues import Queue
+from tests.support.servers import IMGWARM
 
 
 def test_a_running_worker_is_healthy_and_a_stopped_one_is_not(local_queue: Queue) -> None:

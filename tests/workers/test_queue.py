@@ -26,10 +26,10 @@ from imgwarm.store.origin import S3_MANIFEST_FOLDER
 from imgwarm.store.references import DROPPED, REFS
 from imgwarm.workers.client import enqueue_all
 from imgwarm.workers.task import starts_key
-from tests.conftest import all_files
-from tests.servers import IMGWARM, RedisServer, S3Server, wait_for
 from tests.support.corpus import BAD, CASES, GOOD, Run
-from tests.workers.conftest import Queue, check_s3_outputs
+from tests.support.files import all_files
+from tests.support.queues import Queue, check_s3_outputs
+from tests.support.servers import IMGWARM, RedisServer, S3Server, wait_for
 
 SLOW_ENOUGH = {"visibility_timeout": "120", "task_soft_time_limit": "60",
                "task_time_limit": "90", "retry_backoff_max": "2"}
@@ -308,7 +308,7 @@ def test_enqueue_refuses_unsafe_keys_before_queueing(local_queue: Queue) -> None
 
 
 def test_enqueue_fails_fast_when_redis_is_down(local_queue: Queue) -> None:
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     down = f"redis://127.0.0.1:{free_port()}/0"
     local_queue.values |= {"broker_url": down, "result_backend": down}

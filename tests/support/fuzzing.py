@@ -40,8 +40,8 @@ from PIL import Image
 
 from imgwarm.store.changes import FOLDER as JOURNAL
 from imgwarm.store.references import DROPPED, REFS
-from tests import hostile
-from tests.images import Credits, jpeg_with_exif, photo, stored_for_orientation
+from tests.support import hostile
+from tests.support.images import Credits, jpeg_with_exif, photo, stored_for_orientation
 
 Mutation = Callable[[random.Random, bytes], bytes | None]
 VISIBLE = 6.0  # mean absolute difference of an 8x8 block (0..255) that anyone would see

@@ -9,7 +9,7 @@ import struct
 
 import pyvips
 
-from tests.images import photo
+from tests.support.images import photo
 
 SOS = b"\xff\xda"
 

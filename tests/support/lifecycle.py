@@ -1,0 +1,43 @@
+"""Lifecycle helpers: a site on a local origin or on S3 over moto's real HTTP server, and what
+its stores hold (manifests by key, variants in the origin, reference markers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgwarm.config import Settings
+from imgwarm.manifest import Manifest
+from imgwarm.store import Stores
+from tests.support.sites import Site, make_site
+
+
+def site_on(origin: str, request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
+            ram_root: Path, **options: object) -> Site:
+    """A site of two sources on a local origin, or on a new bucket of the session's moto
+    server (``origin="s3"``)."""
+    if origin == "s3":
+        s3 = request.getfixturevalue("s3_server")
+        options |= {"origin": "s3", "s3_bucket": s3.new_bucket(),
+                    "s3_endpoint_url": s3.endpoint, "s3_region": "us-east-1"}
+    return make_site(settings, tmp_path, ram_root, count=2, **options)
+
+
+def stores(site: Site) -> Stores:
+    return Stores.for_settings(site.settings.store)
+
+
+def by_key(site: Site) -> dict[str, Manifest]:
+    return {Path(m.key).relative_to(site.sources.resolve()).as_posix(): m
+            for m in site.manifests()}
+
+
+def in_origin(site: Site, manifest: Manifest) -> set[str]:
+    origin = stores(site).origin
+    return {v.path for v in manifest.variants if origin.exists(v.path)}
+
+
+def claims(site: Site) -> set[tuple[str, str]]:
+    """Every reference marker: (variant path, source digest)."""
+    return {(path, digest) for path, digest, _ in stores(site).manifests.references.claimed()}
