@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from imgwarm.cache.index import Index
-from imgwarm.cache.warm import INDEX, evict, lock, open_tiers
+from imgwarm.cache.lock import INDEX, lock
+from imgwarm.cache.steps.evict import evict
+from imgwarm.cache.tiers import open_tiers
 from imgwarm.config import Settings
 
 
@@ -29,8 +31,7 @@ def collect_tiers(settings: Settings, *, grace: float, now: float,
             rows = index.unreferenced_before(now - grace, now)
             found: dict[str, Any] = {}
             for tier in tiers:
-                column = 1 if tier.name == "ram" else 2  # (bytes, RAM state, NVMe state)
-                held = {p: row[0] for p, row in rows.items() if row[column]}
+                held = {p: row.bytes for p, row in rows.items() if row.state(tier.name)}
                 evict(index, tier, held, dry_run=dry_run)
                 found[tier.name] = {"removed": len(held), "bytes": sum(held.values()),
                                     "paths": sorted(held)}

@@ -16,7 +16,7 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from imgwarm.cache.tiers import Tier
 from imgwarm.exceptions import LayoutError, StorageError, TransientStorageError
@@ -25,8 +25,14 @@ from imgwarm.store import Store
 S3_THREADS = 16  # downloads in flight: a bounded pool
 PROCESSES_PER_CORE = 2  # one reads while the other waits on the disk
 
-# (path, bytes, the tiers to write it to, read it from the NVMe tier first)
-Item = tuple[str, int, tuple[str, ...], bool]
+
+class Item(NamedTuple):
+    """One file to copy."""
+
+    path: str
+    size: int
+    targets: tuple[str, ...]  # the tiers to write it to, in order
+    source: str | None = None  # a tier to read it from first (whole there), else the origin
 
 
 @dataclass(frozen=True)
@@ -110,11 +116,11 @@ def _place_slice(items: list[Item]) -> list[tuple[Result, ...]]:
 
 
 def place_one(tiers: dict[str, Tier], origin: Store, item: Item) -> tuple[Result, ...]:
-    """Read one file once (from NVMe, when asked and it is whole there, else the origin) and
-    write it to each of its tiers."""
-    path, size, targets, from_nvme = item
+    """Read one file once (from its source tier, when it has one and the file is whole
+    there, else the origin) and write it to each of its tiers."""
+    path, size, targets, source = item
     try:
-        data = tiers["nvme"].read(path) if from_nvme else None
+        data = tiers[source].read(path) if source is not None else None
         if data is None or len(data) != size:
             data = origin.read(path)
     except LayoutError:

@@ -9,11 +9,19 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from imgwarm.cache.tiers import Tier
 from imgwarm.exceptions import LayoutError
 
-Identity = tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_size
+
+class Identity(NamedTuple):
+    """A file's identity, as ``lstat`` gives it."""
+
+    dev: int
+    ino: int
+    mtime_ns: int
+    size: int
 
 
 def identity_of(tier: Tier, path: str) -> Identity | None:
@@ -24,7 +32,7 @@ def identity_of(tier: Tier, path: str) -> Identity | None:
         return None
     if not stat.S_ISREG(info.st_mode):
         return None
-    return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
+    return Identity(info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
 
 
 def identities(tier: Tier, paths: Iterable[str]) -> dict[str, Identity]:

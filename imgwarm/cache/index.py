@@ -8,18 +8,23 @@ operation and settled after it, so a run killed at any point leaves rows that th
 finishes (``recover``): the index and the tiers never disagree for longer than one run.
 Partial indexes give each run only the rows it acts on: variants wanted but not on NVMe,
 variants no source references any more, what RAM holds.
+
+Every SQL statement on the index is in this module; rows come out as named tuples (``Row``,
+``Pending``, ``Totals``, ``Identity``), each tier's state under the tier's name.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from imgwarm.cache.identity import Identity
 from imgwarm.cache.rank import PAGE, PRIOR_PERCENTILE, Candidate, choose, pages
 from imgwarm.manifest import Variant
 
@@ -53,9 +58,45 @@ CREATE TABLE IF NOT EXISTS written (tier TEXT NOT NULL, path TEXT NOT NULL,
 """
 
 
+class Row(NamedTuple):
+    """A variant as the tiers see it: its references, its size and its state in each tier
+    (None: not there; ``placing``, ``placed``, ``evicting``)."""
+
+    path: str
+    refs: int
+    bytes: int
+    ram: str | None
+    nvme: str | None
+
+    def state(self, tier: str) -> str | None:
+        """Its state in ``tier`` (a tier's state is kept under the tier's name)."""
+        state: str | None = getattr(self, _column(tier))
+        return state
+
+
+class Pending(NamedTuple):
+    """A variant a killed run left unsettled in one tier."""
+
+    path: str
+    bytes: int
+    state: str  # placing, evicting
+
+
+class Totals(NamedTuple):
+    """What a tier holds or is being given."""
+
+    files: int
+    bytes: int
+    paged: int  # bytes counted in whole pages
+
+
+_ROW = "path, refs, bytes, ram, nvme"  # a Row's columns, in its order
+
+
 class Index:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
@@ -134,6 +175,10 @@ class Index:
             "dropped = CASE WHEN refs <= 1 THEN ?1 ELSE dropped END WHERE path = ?2",
             [(when, path) for _, path in dropped])
         return len(added), len(dropped)
+
+    def source_keys(self) -> set[str]:
+        """Every source key that references a variant (as ``stored`` keeps it)."""
+        return {key for (key,) in self.db.execute("SELECT DISTINCT key FROM refs")}
 
     def forget_unreferenced(self) -> None:
         """Rows of variants nobody references and no tier holds."""
@@ -218,51 +263,55 @@ class Index:
         return dict(self.db.execute(
             f"SELECT path, bytes FROM variants WHERE {column} IS NOT NULL"))
 
-    def totals(self, tier: str, page: int) -> tuple[int, int, int]:
-        """(files, bytes, bytes in whole pages) a tier holds or is being given; read from a
-        covering index, without visiting the rows."""
+    def totals(self, tier: str, page: int) -> Totals:
+        """What a tier holds or is being given, counted in whole pages of ``page`` bytes too;
+        read from a covering index, without visiting the rows."""
         column = _column(tier)
         row = self.db.execute(
             f"SELECT count(*), total(bytes), total((max(bytes, 1) + ?1 - 1) / ?1 * ?1) "
             f"FROM variants WHERE {column} IS NOT NULL", (page,)).fetchone()
-        return int(row[0]), int(row[1]), int(row[2])
+        return Totals(int(row[0]), int(row[1]), int(row[2]))
 
-    def wanted_on_nvme(self) -> list[tuple[str, int]]:
+    def missing(self, tier: str) -> list[tuple[str, int]]:
+        """(path, bytes) of every referenced variant a tier neither holds nor is given."""
+        column = _column(tier)
         return list(self.db.execute(
-            "SELECT path, bytes FROM variants WHERE refs > 0 AND nvme IS NULL"))
+            f"SELECT path, bytes FROM variants WHERE refs > 0 AND {column} IS NULL"))
 
-    def unreferenced(self) -> list[tuple[str, str | None, str | None]]:
-        return list(self.db.execute("SELECT path, ram, nvme FROM variants "
-                                    "WHERE refs = 0 AND (ram IS NOT NULL OR nvme IS NOT NULL)"))
+    def unreferenced(self) -> list[Row]:
+        """Variants no source references that a tier holds."""
+        return [Row(*row) for row in self.db.execute(
+            f"SELECT {_ROW} FROM variants "
+            "WHERE refs = 0 AND (ram IS NOT NULL OR nvme IS NOT NULL)")]
 
-    def states(self, paths: Iterable[str]) -> dict[str, tuple[int, int, str | None, str | None]]:
-        """path -> (references, bytes, RAM state, NVMe state) of those the index knows."""
-        found: dict[str, tuple[int, int, str | None, str | None]] = {}
+    def states(self, paths: Iterable[str]) -> dict[str, Row]:
+        """path -> row of those of ``paths`` the index knows."""
+        found: dict[str, Row] = {}
         batch = list(paths)
         for start in range(0, len(batch), _IN_CHUNK):
             part = batch[start:start + _IN_CHUNK]
-            for path, refs, size, ram, nvme in self.db.execute(
-                    "SELECT path, refs, bytes, ram, nvme FROM variants "
+            for row in self.db.execute(
+                    f"SELECT {_ROW} FROM variants "
                     f"WHERE path IN ({','.join('?' * len(part))})", part):
-                found[path] = (refs, size, ram, nvme)
+                found[row[0]] = Row(*row)
         return found
 
-    def unreferenced_before(self, cutoff: float, now: float) -> dict[str, tuple[int, str | None,
-                                                                           str | None]]:
+    def unreferenced_before(self, cutoff: float, now: float) -> dict[str, Row]:
         """Variants a tier holds that no source has referenced since before ``cutoff``:
-        path -> (bytes, RAM state, NVMe state). Rows from before such stamps are stamped
-        ``now`` (their grace starts here)."""
+        path -> row. Rows from before such stamps are stamped ``now`` (their grace starts
+        here)."""
         self.db.execute("UPDATE variants SET dropped = ? WHERE refs = 0 AND dropped IS NULL",
                         (now,))
-        return {path: (size, ram, nvme) for path, size, ram, nvme in self.db.execute(
-            "SELECT path, bytes, ram, nvme FROM variants WHERE refs = 0 AND dropped < ? "
+        return {row[0]: Row(*row) for row in self.db.execute(
+            f"SELECT {_ROW} FROM variants WHERE refs = 0 AND dropped < ? "
             "AND (ram IS NOT NULL OR nvme IS NOT NULL)", (cutoff,))}
 
-    def unsettled(self, tier: str) -> list[tuple[str, int, str]]:
+    def unsettled(self, tier: str) -> list[Pending]:
+        """What a killed run left being placed in or evicted from ``tier``."""
         column = _column(tier)
-        return list(self.db.execute(
+        return [Pending(*row) for row in self.db.execute(
             f"SELECT path, bytes, {column} FROM variants "
-            f"WHERE {column} IN ('placing', 'evicting')"))
+            f"WHERE {column} IN ('placing', 'evicting')")]
 
     def mark(self, tier: str, paths: Iterable[str], state: str | None) -> None:
         self.db.executemany(f"UPDATE variants SET {_column(tier)} = ? WHERE path = ?",
@@ -275,21 +324,21 @@ class Index:
 
     # --- what warm itself wrote (cache/identity.py) ---------------------------------------------
 
-    def note_written(self, tier: str, found: dict[str, tuple[int, int, int, int]]) -> None:
+    def note_written(self, tier: str, found: dict[str, Identity]) -> None:
         """The identity of each file warm just placed in ``tier``."""
         self.db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?, ?, ?, ?)",
                             [(_column(tier), path, *known) for path, known in found.items()])
 
-    def written(self, tier: str, paths: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
+    def written(self, tier: str, paths: Iterable[str]) -> dict[str, Identity]:
         """path -> identity of those of ``paths`` warm recorded writing in ``tier``."""
-        found: dict[str, tuple[int, int, int, int]] = {}
+        found: dict[str, Identity] = {}
         batch = list(paths)
         for start in range(0, len(batch), _IN_CHUNK):
             part = batch[start:start + _IN_CHUNK]
             for path, dev, ino, mtime_ns, size in self.db.execute(
                     "SELECT path, dev, ino, mtime_ns, size FROM written WHERE tier = ? AND "
                     f"path IN ({','.join('?' * len(part))})", [_column(tier), *part]):
-                found[path] = (dev, ino, mtime_ns, size)
+                found[path] = Identity(dev, ino, mtime_ns, size)
         return found
 
     def sizes(self, paths: Iterable[str], *, placed_in: str | None = None) -> dict[str, int]:
@@ -298,12 +347,37 @@ class Index:
         where = "" if placed_in is None else f" AND {_column(placed_in)} = 'placed'"
         found: dict[str, int] = {}
         batch = list(paths)
-        for start in range(0, len(batch), 500):
-            part = batch[start:start + 500]
+        for start in range(0, len(batch), _IN_CHUNK):
+            part = batch[start:start + _IN_CHUNK]
             marks = ",".join("?" * len(part))
             found.update(self.db.execute(
                 f"SELECT path, bytes FROM variants WHERE path IN ({marks}){where}", part))
         return found
+
+
+def known_in(index: str | Path, paths: list[str]) -> set[str]:
+    """Of ``paths``, those the index file holds a row for (committed), read through this
+    process's own read-only connection: for a forked log parser, where the run's ``Index``
+    is not to be used."""
+    found: set[str] = set()
+    db = _reader(str(index))
+    for start in range(0, len(paths), _IN_CHUNK):
+        part = paths[start:start + _IN_CHUNK]
+        found.update(row[0] for row in db.execute(
+            f"SELECT path FROM variants WHERE path IN ({','.join('?' * len(part))})", part))
+    return found
+
+
+_readers: dict[tuple[int, str], sqlite3.Connection] = {}
+
+
+def _reader(index: str) -> sqlite3.Connection:
+    """A read-only connection of this process (one made before a fork is not the child's)."""
+    mine = (os.getpid(), index)
+    if mine not in _readers:
+        uri = Path(index).resolve().as_uri() + "?mode=ro"
+        _readers[mine] = sqlite3.connect(uri, uri=True)
+    return _readers[mine]
 
 
 def _density(score: str, prior: str, size: str) -> str:

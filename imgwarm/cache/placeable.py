@@ -9,19 +9,17 @@ from __future__ import annotations
 import functools
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from imgwarm.cache.index import known_in
 from imgwarm.exceptions import LayoutError
 from imgwarm.store import safe_relative
 from imgwarm.store.layout import Layout
 
 NOT_VARIANT = b""  # a safe path that is no variant's (a page, /favicon.ico): not kept
-_IN_CHUNK = 500
 
 # A plain URL path: segments of unreserved characters, none empty or starting with a dot
 # (so no '.', '..' or hidden name), no percent-escapes: its key is itself, with no more checks.
@@ -82,13 +80,7 @@ class Placeable:
             return {k.encode("utf-8", "surrogateescape") for k in self.lookup(texts)}
         if self.index is None:
             return set(keys)  # nothing to ask: every path of a variant's shape stays
-        found: set[bytes] = set()
-        db = _reader(str(self.index))
-        for start in range(0, len(texts), _IN_CHUNK):
-            part = texts[start:start + _IN_CHUNK]
-            found.update(row[0].encode("utf-8", "surrogateescape") for row in db.execute(
-                f"SELECT path FROM variants WHERE path IN ({','.join('?' * len(part))})", part))
-        return found
+        return {k.encode("utf-8", "surrogateescape") for k in known_in(self.index, texts)}
 
 
 @functools.cache
@@ -99,15 +91,3 @@ def _shape(layout: Layout) -> re.Pattern[str]:
     width = -(-layout.bits // 4)
     return re.compile(rf"(?:[0-9a-f]{{{width}}}/){{{layout.levels}}}"
                       r"(?:[^/]*\.)?[0-9a-f]{16,}\.[^/.]*")
-
-
-_readers: dict[tuple[int, str], sqlite3.Connection] = {}
-
-
-def _reader(index: str) -> sqlite3.Connection:
-    """A read-only connection of this process (one made before a fork is not the child's)."""
-    mine = (os.getpid(), index)
-    if mine not in _readers:
-        uri = Path(index).resolve().as_uri() + "?mode=ro"
-        _readers[mine] = sqlite3.connect(uri, uri=True)
-    return _readers[mine]

@@ -16,12 +16,15 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imgwarm.exceptions import SettingsError
 from imgwarm.nesting import check_nesting
 from imgwarm.roots import apart, make_private
 from imgwarm.store.local import LocalStore
+
+if TYPE_CHECKING:
+    from imgwarm.config import Settings
 
 IDENTITY = ".imgwarm-tier"  # a dot file: nginx serves no dot files
 
@@ -123,8 +126,8 @@ class Tiers:
                 f"the RAM tier {ram_root} is on {kind}, not tmpfs: it would not be in RAM. "
                 f"Mount one (mount -t tmpfs -o size=4G,mode=0755 tmpfs {ram_root}) or set "
                 "ram_root "
-                "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); --allow-non-tmpfs "
-                "takes it anyway")
+                "(IMGWARM_RAM_ROOT) to a folder on one (/dev/shm is); ram_allow_non_tmpfs "
+                "(IMGWARM_RAM_ALLOW_NON_TMPFS) takes it anyway")
         apart({"ram_root": ram_root, "nvme_root": nvme_root, **(others or {})})
         # whoever owns a tier root, or may write it or swap a folder above it, decides what
         # nginx serves under URLs cached for a year: refused, and made private when missing
@@ -135,3 +138,14 @@ class Tiers:
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter((self.ram, self.nvme))
+
+
+def open_tiers(settings: Settings) -> Tiers:
+    """This cache server's tiers, checked apart from its other folders."""
+    cache = settings.cache
+    others = {"cache_state": cache.cache_state}
+    if settings.store.origin == "local":
+        others |= {"origin_root": settings.store.origin_root,
+                   "manifest_root": settings.store.manifest_root}
+    return Tiers.open(cache.ram_root, cache.nvme_root, max_entries=settings.store.max_dir_entries,
+                      allow_non_tmpfs=cache.ram_allow_non_tmpfs, others=others)

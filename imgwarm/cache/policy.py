@@ -1,0 +1,59 @@
+"""Tier policies: how warm fills each tier, written down once. Every step treats the tiers
+alike and asks a tier's policy where they differ: its budget, the widest variant it takes,
+whether sizes count in whole pages, and whether it is the backing tier.
+
+    RAM   a tmpfs: the densest thumbnails (up to ``ram_max_width``) within ``ram_budget``,
+          counted in whole pages (a tmpfs gives each file whole pages, so a budget near the
+          tmpfs's size is never overrun).
+    NVMe  a disk, the backing tier: every referenced variant; with ``nvme_budget``, the
+          densest within it, whatever their width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from imgwarm.cache.report import TierReport, WarmReport
+from imgwarm.cache.tiers import Tier, Tiers
+from imgwarm.config import Settings
+from imgwarm.config.units import Size
+
+ANY_WIDTH = 1 << 30
+
+
+@dataclass(frozen=True)
+class TierPolicy:
+    tier: Tier
+    report: TierReport  # this tier's part of the run's report
+    size: Size | None  # its budget; None: no budget, every referenced variant
+    max_width: int  # the widest variant it takes (a pinned one goes in whatever its width)
+    paged: bool  # sizes counted in whole blocks of its file system
+    # the backing tier: on a disk (synced before the index says its copies are placed),
+    # planned first; a file another tier wants is read from it when it is whole there; with
+    # no budget it takes every variant, copied while the records are read
+    backing: bool
+
+    @property
+    def name(self) -> str:
+        return self.tier.name
+
+    def page(self) -> int:
+        """The unit sizes count in: the tier's block, or a byte."""
+        return self.tier.block_size() if self.paged else 1
+
+    def budget(self, held: int) -> int | None:
+        """The bytes the tier may hold, ``held`` being what it holds now (counted as this
+        policy counts); never more than its file system has. None: no budget."""
+        if self.size is None:
+            return None
+        total, free = self.tier.space()
+        return min(self.size.of(total), free + held)
+
+
+def policies(settings: Settings, tiers: Tiers, report: WarmReport) -> tuple[TierPolicy, ...]:
+    """The policy of each tier, in the order nginx tries them (RAM, then NVMe)."""
+    cache = settings.cache
+    return (TierPolicy(tiers.ram, report.ram, cache.ram_size(), cache.ram_max_width,
+                       paged=True, backing=False),
+            TierPolicy(tiers.nvme, report.nvme, cache.nvme_size(), ANY_WIDTH,
+                       paged=False, backing=True))

@@ -1,0 +1,34 @@
+"""Plan: what each tier should hold, by its policy (cache/policy.py), one rule for every tier.
+A tier with no budget takes every referenced variant it lacks. A tier with one takes the
+pinned, then the densest variants up to its widest, within the budget (counted as the policy
+counts: in whole pages on a tmpfs); what it holds and did not choose is evicted first. A tier
+is ranked again only when something that ranks or bounds it changed."""
+
+from __future__ import annotations
+
+from imgwarm.cache.policy import TierPolicy
+from imgwarm.cache.run import Run
+from imgwarm.cache.steps.evict import evict_from
+
+
+def plan(run: Run) -> None:
+    """``run.wanted``: what to copy to each tier; the backing tier planned first."""
+    for policy in sorted(run.policies, key=lambda p: not p.backing):
+        run.wanted[policy.name] = plan_tier(run, policy)
+
+
+def plan_tier(run: Run, policy: TierPolicy) -> dict[str, int]:
+    """What to copy to one tier (path -> bytes), its evictions done."""
+    if policy.size is None:  # (what was copied ahead and failed: not again)
+        return {p: s for p, s in run.index.missing(policy.name) if p not in run.tried}
+    page = policy.page()
+    totals = run.index.totals(policy.name, page)
+    budget = policy.budget(totals.paged if policy.paged else totals.bytes)
+    policy.report.budget = budget
+    if budget is None or (not run.changed and run.index.meta(f"{policy.name}_budget") == budget):
+        return {}  # nothing that ranks or bounds the tier changed: it stays as it is
+    run.planned.add(policy.name)
+    held = run.index.held(policy.name)
+    chosen = run.index.choose(budget, max_width=policy.max_width, page=page)
+    evict_from(run, policy, {p: s for p, s in held.items() if p not in chosen})
+    return {p: s for p, s in chosen.items() if p not in held}
