@@ -93,29 +93,51 @@ def optimize(
     artist: str | None = None,
     **options: Any,
 ) -> Manifest:
-    """Make the variants of one image file and return its manifest.
+    """Make the variants of one image and return its manifest, in the configured origin.
+
+    With the local origin (the default), ``path`` is an image file; ``key`` names the source
+    in the manifest store (default: its absolute path). With ``origin = s3``
+    (IMGWARM_ORIGIN=s3), ``path`` is the key of an original already in the bucket, as
+    ``imgwarm optimize`` and the workers take it; a local file (a ``Path``) or a ``key``
+    that differs is refused with one line (SettingsError): upload the original first.
 
     ``options`` are settings by name (``widths=[320, 640]``, ``webp_quality=75``...), applied
-    over ``settings`` (default: loaded from imgwarm.toml and IMGWARM_* variables). ``key``
-    names the source in the manifest store (default: its absolute path). Raises SourceError
-    for a bad image (permanent), SettingsError for text that cannot be stored, and other
-    ImgwarmError subclasses for the rest.
+    over ``settings`` (default: loaded from imgwarm.toml and IMGWARM_* variables). Raises
+    SourceError for a bad image (permanent), SettingsError for text that cannot be stored,
+    LayoutError for an unsafe key, and other ImgwarmError subclasses for the rest.
     """
-    from imgwarm.config import load_settings
     from imgwarm.manifest import Credits
-    from imgwarm.pipeline.optimize import optimize_file
-    from imgwarm.store import Stores
+    from imgwarm.pipeline.optimize import optimize_file, optimize_key
+    from imgwarm.store import Stores, check_source_key
 
-    if settings is None:
-        settings = load_settings(**options)
-    elif options:
-        settings = settings.updated(**options)
+    settings = _settings(settings, options)
     credits = Credits.given(description=description, copyright=copyright, artist=artist)
-    outcome = optimize_file(
+    if settings.store.origin == "s3":
+        if isinstance(path, Path):
+            raise SettingsError(
+                f"origin = s3 (IMGWARM_ORIGIN): optimize takes the key of an original in the "
+                f"bucket, not a local file ({path}): upload it first")
+        if key is not None and key != path:
+            raise SettingsError(
+                f"origin = s3 (IMGWARM_ORIGIN): the source is known by its key in the bucket "
+                f"({path!r}), not by key={key!r}")
+        check_source_key(path)
+        return optimize_key(path, settings=settings, stores=Stores.s3(settings.store),
+                            credits=credits).manifest
+    return optimize_file(
         Path(path), settings=settings, stores=Stores.local(settings.store), credits=credits,
         key=key,
-    )
-    return outcome.manifest
+    ).manifest
+
+
+def _settings(settings: Settings | None, options: dict[str, Any]) -> Settings:
+    """``settings`` with ``options`` (public names) over them; by default, loaded from
+    imgwarm.toml and IMGWARM_* variables."""
+    from imgwarm.config import load_settings
+
+    if settings is None:
+        return load_settings(**options)
+    return settings.updated(**options) if options else settings
 
 
 def warm(
@@ -130,12 +152,8 @@ def warm(
     """Fill the cache tiers from the origin once (what ``imgwarm warm`` does) and return
     what was done. ``options`` are settings by name (``ram_budget="2G"``...)."""
     from imgwarm.cache.warm import warm as run
-    from imgwarm.config import load_settings
 
-    if settings is None:
-        settings = load_settings(**options)
-    elif options:
-        settings = settings.updated(**options)
+    settings = _settings(settings, options)
     return run(settings, access_logs=access_logs, full=full, dry_run=dry_run,
                hot_list=Path(hot_list) if hot_list is not None else None)
 
@@ -152,8 +170,8 @@ def picture(
     """The ``<picture>`` tag of an optimized source (its manifest, as ``optimize`` returns
     it): AVIF and WebP ``<source>``s and a JPEG ``<img>``, every width in ``srcset``, width
     and height set, the placeholder as its background; ``eager`` for the hero. Every string
-    from the manifest is escaped; PictureError for a manifest or option that cannot make a
-    safe tag."""
+    from the manifest is escaped; PictureError for a manifest that cannot make a safe tag,
+    SettingsError for an option that cannot (named: ``sizes``, ``css_class``, ``base_url``)."""
     from imgwarm.serve.picture import picture as render
 
     return render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
@@ -195,19 +213,13 @@ def delete(
     key, or with a local origin the file that was optimized. ``original`` removes the
     original too. Safe to call again; raises LayoutError for an unsafe key, UnknownSource
     when nothing is known of it, StorageError when a store fails (call it again)."""
-    from imgwarm.config import load_settings
     from imgwarm.lifecycle.delete import delete as run
-    from imgwarm.store import Stores, local_key
+    from imgwarm.lifecycle.delete import resolve_key
+    from imgwarm.store import Stores
 
-    if settings is None:
-        settings = load_settings(**options)
-    elif options:
-        settings = settings.updated(**options)
+    settings = _settings(settings, options)
     stores = Stores.for_settings(settings.store)
-    found = str(key)
-    if stores.manifests.record(local_key(Path(key))) is not None:  # a local file's key
-        found = local_key(Path(key))
-    return run(found, stores, original=original)
+    return run(resolve_key(key, stores), stores, original=original)
 
 
 def enqueue_delete(key: str, *, settings: Settings | None = None,
@@ -226,14 +238,10 @@ def fsck(
     """Check the store for bad states (a manifest naming a missing file, a claim missing or
     with no record behind it, a damaged record) and, with ``repair``, set right what is safe
     to; what ``imgwarm fsck`` does."""
-    from imgwarm.config import load_settings
     from imgwarm.lifecycle.fsck import check
     from imgwarm.store import Stores
 
-    if settings is None:
-        settings = load_settings(**options)
-    elif options:
-        settings = settings.updated(**options)
+    settings = _settings(settings, options)
     return check(Stores.for_settings(settings.store), repair=repair, settings=settings)
 
 
@@ -244,11 +252,7 @@ def gc(
     """Remove the variants no manifest names once unnamed for ``grace`` seconds (default:
     the gc_grace setting, 7 days), from the origin and this machine's tiers; what
     ``imgwarm gc`` does. ``now``: the clock (for tests)."""
-    from imgwarm.config import load_settings
     from imgwarm.lifecycle.gc import gc as run
 
-    if settings is None:
-        settings = load_settings(**options)
-    elif options:
-        settings = settings.updated(**options)
+    settings = _settings(settings, options)
     return run(settings, grace=grace, now=now, full=full, dry_run=dry_run)

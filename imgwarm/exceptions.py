@@ -43,6 +43,12 @@ EXIT_FAILED = 1  # the work failed (the other sources of a batch are still done)
 EXIT_USAGE = 2  # what the user gave is wrong: nothing was done
 
 
+def about(subject: str, error: BaseException) -> str:
+    """The error's one line, starting with what it is about (``<key>: <what is wrong>``)."""
+    message = str(error)
+    return message if message.startswith(subject) else f"{subject}: {message}"
+
+
 class ImgwarmError(Exception):
     """Base of every error imgwarm raises on purpose."""
 

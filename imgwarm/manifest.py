@@ -172,13 +172,13 @@ class Credits:
             bad = first_unsafe(value) if value is not None else None
             if bad is not None:
                 raise SettingsError(
-                    f"--{name}: contains the control or bidi character U+{ord(bad):04X}; "
+                    f"{name}: contains the control or bidi character U+{ord(bad):04X}; "
                     "give plain text on one line")
         credits = cls(**{name: (value.strip() or None) if value is not None else None
                          for name, value in values.items()})
         size = credits.size()
         if size > TEXT_CAPACITY:
-            given = ", ".join(f"--{n}" for n, v in values.items() if v)
+            given = ", ".join(n for n, v in values.items() if v)
             raise SettingsError(
                 f"{given}: {size:,} bytes of UTF-8 text, over the {TEXT_CAPACITY:,} bytes an "
                 "output's EXIF holds (description, copyright and artist together)")

@@ -8,14 +8,23 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    command,
+    failure_line,
+    json_text,
+    load,
+)
 from imgwarm.cli.report import bars
+from imgwarm.exceptions import ImgwarmError
 
 if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
 
 
-@click.command()
+@command()
 @click.option("--access-log", "access_logs", multiple=True, metavar="PATH|GLOB",
               help="nginx access log to read (repeat; globs take rotated and .gz files). "
               "Default: the access_logs setting.")
@@ -68,20 +77,24 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
         raise click.BadParameter(str(error), param_hint="--every") from None
     logs = list(access_logs) or None
     if pause is None:
-        report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
-        ctx.exit(EXIT_OK if _whole(report) else EXIT_FAILED)
+        once = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
+        ctx.exit(EXIT_OK if _whole(once) else EXIT_FAILED)
     from imgwarm.cache.heartbeat import beat
 
     state, started = settings.cache.cache_state, time.time()
     try:
         beat(state, started, pause, None, True)  # for `imgwarm health`: under way
         while True:
-            report = None
+            report: WarmReport | None = None
             try:
                 report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
-            except (click.UsageError, KeyboardInterrupt):
+            except ImgwarmError as error:  # a service goes on: one line, and the next run
+                if error.exit_code == EXIT_USAGE:  # not a run that failed: a usage error
+                    raise
+                click.echo(failure_line("warm", error), err=True)
+            except (click.ClickException, KeyboardInterrupt):
                 raise
-            except Exception as error:  # a service goes on: one line, and the next run
+            except Exception as error:
                 click.echo(f"warm FAILED (unexpected {type(error).__name__}): {error}", err=True)
             beat(state, started, pause, time.time(), _whole(report))
             full = False  # a reconciliation once, at the start
@@ -96,21 +109,12 @@ def _whole(report: WarmReport | None) -> bool:
 
 
 def _once(settings: Any, logs: list[str] | None, log_format: str | None,
-          hot_list: Path | None, full: bool, dry_run: bool, as_json: bool) -> WarmReport | None:
-    """One run, its line printed; a run that fails says why in one line (and returns None),
-    so that ``--every`` goes on."""
+          hot_list: Path | None, full: bool, dry_run: bool, as_json: bool) -> WarmReport:
+    """One run, its line printed."""
     from imgwarm.cache.warm import warm as run
-    from imgwarm.exceptions import ImgwarmError, SettingsError
-    from imgwarm.text import printable
 
-    try:
-        with bars(as_json, "copying") as progress:
-            report = run(settings, access_logs=logs, log_format=log_format, hot_list=hot_list,
-                         full=full, dry_run=dry_run, progress=progress)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"warm FAILED: {error}"), err=True)
-        return None
+    with bars(as_json, "copying") as progress:
+        report = run(settings, access_logs=logs, log_format=log_format, hot_list=hot_list,
+                     full=full, dry_run=dry_run, progress=progress)
     click.echo(json_text(report.to_object()) if as_json else report.line())
     return report

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, load
 
 ROLES = ("auto", "worker", "warm", "cli")
 
@@ -37,7 +37,7 @@ def _main_process() -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-@click.command()
+@command()
 @click.option("--role", type=click.Choice(ROLES), default="auto", show_default=True,
               help="What to check: a worker answers a ping through the broker; the warm "
               "service finished a run lately, and well; a one-off command's settings load. "

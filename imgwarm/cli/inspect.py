@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.text import printable
 
 
-@click.command()
+@command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--json", "as_json", is_flag=True, help="One compact JSON object per line.")
 @click.option("--manifest-root", type=click.Path(path_type=Path),
@@ -38,7 +38,7 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     ctx.exit(EXIT_FAILED if missing else EXIT_OK)
 
 
-@click.command("config")
+@command("config")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON instead of TOML.")
 @click.pass_context
 def config_(ctx: click.Context, as_json: bool) -> None:

@@ -3,21 +3,19 @@ variants nobody names reclaimed after a grace period; a store's bad states found
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.cli.report import bars
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
     from imgwarm.lifecycle.fsck import FsckReport
-    from imgwarm.store import Stores
 
 
-@click.command()
+@command()
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 @click.option("--original", is_flag=True,
               help="Remove the original too (by default it is left to the application).")
@@ -36,21 +34,22 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
     Exit status: 0 when every key was deleted, 1 when any was unknown or failed (the others
     are still deleted), 2 for an unsafe key (then none is touched).
     """
-    from imgwarm.exceptions import ImgwarmError
+    from imgwarm.exceptions import ImgwarmError, about
     from imgwarm.lifecycle.delete import delete as run
+    from imgwarm.lifecycle.delete import resolve_key
     from imgwarm.store import Stores
 
     settings = load(ctx)
     stores = Stores.for_settings(settings.store)
-    resolved = [_resolve(key, stores) for key in keys]
+    resolved = [resolve_key(key, stores) for key in keys]  # all, before any is deleted
     failed = freed = 0
     with bars(as_json, "deleting") as progress:
         for number, key in enumerate(resolved, start=1):
             try:
                 done = run(key, stores, original=original)
-            except ImgwarmError as error:
+            except ImgwarmError as error:  # this key: the others are still deleted
                 failed += 1
-                message = str(error) if str(error).startswith(key) else f"{key}: {error}"
+                message = about(key, error)
                 if as_json:
                     click.echo(json_text({"key": key, "ok": False, "error": message}))
                 else:
@@ -65,24 +64,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-def _resolve(key: str, stores: Stores) -> str:
-    """The manifest key of KEY: a local file that was optimized is known by its real path;
-    anything else must be a safe origin key (a usage error names the first that is not,
-    before anything is deleted)."""
-    from imgwarm.exceptions import LayoutError
-    from imgwarm.store import check_source_key, local_key
-
-    found = local_key(Path(key))
-    if stores.manifests.record(found) is not None:
-        return found
-    try:
-        check_source_key(key)
-    except LayoutError as error:
-        raise click.UsageError(str(error)) from None
-    return key
-
-
-@click.command()
+@command()
 @click.option("--grace", metavar="DURATION",
               help="Keep variants named by no manifest for this long first (default: the "
               "gc_grace setting, 7d): HTML that still names one may be cached that long. "
@@ -108,7 +90,6 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     Exit status: 0 when done, 1 when a part failed (the rest is done), 2 for usage errors.
     """
     from imgwarm.config.store import grace_seconds
-    from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.lifecycle.gc import gc as run
 
     settings = load(ctx)
@@ -116,15 +97,9 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         seconds = grace_seconds(grace) if grace is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--grace") from None
-    try:
-        with bars(as_json, "looking") as progress:
-            report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
-                         progress=progress)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"gc FAILED: {error}"), err=True)
-        ctx.exit(EXIT_FAILED)
+    with bars(as_json, "looking") as progress:
+        report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
+                     progress=progress)
     if as_json:
         click.echo(json_text(report.to_object()))
     else:
@@ -134,7 +109,7 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     ctx.exit(EXIT_OK)
 
 
-@click.command()
+@command()
 @click.option("--repair", is_flag=True,
               help="Set right what is safe to: add the missing claims, drop the dangling "
               "ones (gc's grace then starts now), make sources with a missing file again "
@@ -162,20 +137,13 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) 
     Exit status: 0 when the store is clean or everything found was repaired, 1 when
     problems are left, 2 for usage errors.
     """
-    from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.lifecycle.fsck import check
     from imgwarm.store import Stores
 
     settings = load(ctx)
-    try:
-        with bars(as_json, "checking") as progress:
-            report = check(Stores.for_settings(settings.store), repair=repair, now=now,
-                           settings=settings, progress=progress)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"fsck FAILED: {error}"), err=True)
-        ctx.exit(EXIT_FAILED)
+    with bars(as_json, "checking") as progress:
+        report = check(Stores.for_settings(settings.store), repair=repair, now=now,
+                       settings=settings, progress=progress)
     if as_json:
         click.echo(json_text(report.to_object()))
     else:

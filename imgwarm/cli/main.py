@@ -8,9 +8,6 @@ from pathlib import Path
 import click
 
 from imgwarm.cli import cache, health, inspect, lifecycle, make, queue, serve
-from imgwarm.cli.common import EXIT_FAILED
-from imgwarm.exceptions import ImgwarmError
-from imgwarm.text import printable
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,8 +41,4 @@ def main() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    try:
-        cli.main(prog_name="imgwarm")
-    except ImgwarmError as error:  # anything not tied to one source
-        click.echo(printable(f"imgwarm: {error}"), err=True)
-        sys.exit(EXIT_FAILED)
+    cli.main(prog_name="imgwarm")  # errors end each command in one place: common.Command

@@ -9,10 +9,18 @@ from typing import Any
 import click
 
 from imgwarm.cli import report
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, check_keys, credit_options, given_credits, load
+from imgwarm.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    check_keys,
+    command,
+    credit_options,
+    given_credits,
+    load,
+)
 
 
-@click.command()
+@command()
 @click.argument("sources", nargs=-1, metavar="SOURCE...", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
 @credit_options
@@ -88,7 +96,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-@click.command()
+@command()
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 def samples(folder: Path) -> None:
     """Write a few synthetic sample photos into FOLDER (to try imgwarm on)."""

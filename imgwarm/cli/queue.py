@@ -12,6 +12,7 @@ from imgwarm.cli import report
 from imgwarm.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    command,
     credit_options,
     given_credits,
     json_text,
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from imgwarm.manifest import SourceResult
 
 
-@click.command()
+@command()
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 @credit_options
 @click.option("--wait", is_flag=True,
@@ -44,15 +45,11 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     before anything is queued (exit 2). If Redis cannot be reached, nothing is silently
     dropped: the message says which keys were queued and the exit status is 1.
     """
-    from imgwarm.exceptions import LayoutError
     from imgwarm.workers.client import enqueue_all
 
     settings = load(ctx)
     credits = given_credits(description, copyright_, artist)
-    try:  # every key is checked before any is queued
-        jobs = enqueue_all(list(dict.fromkeys(keys)), settings, credits)
-    except LayoutError as error:
-        raise click.UsageError(str(error)) from None
+    jobs = enqueue_all(list(dict.fromkeys(keys)), settings, credits)  # every key checked first
     if not wait:
         for job in jobs:
             click.echo(json_text({"source": job.key, "queued": True, "job": job.id})
@@ -67,8 +64,8 @@ def enqueue(ctx: click.Context, /, keys: tuple[str, ...], description: str | Non
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                                 "help_option_names": ["-h"]})
+@command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                           "help_option_names": ["-h"]})
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]")
 @click.pass_context
 def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
@@ -97,7 +94,7 @@ def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
     worker_app(settings).worker_main([*argv, *celery_args])
 
 
-@click.command()
+@command()
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per key per line.")
 @click.pass_context

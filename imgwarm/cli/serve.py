@@ -8,12 +8,13 @@ from typing import Any
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, json_text, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, failure_line, json_text, load
+from imgwarm.text import printable
 
 HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
 
 
-@click.command()
+@command()
 @click.option("--pages", type=click.Path(dir_okay=False, path_type=Path),
               help="JSON or TOML file: page path -> the sources it shows, the first being its "
               "largest above-the-fold image; each page gets that image's preload Link.")
@@ -64,7 +65,6 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
 
     Exit status: 0 written, 1 nginx -t failed or push refused, 2 usage errors.
     """
-    from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.serve.nginx import (
         OPEN_FILES,
         NginxOptions,
@@ -77,32 +77,25 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     from imgwarm.serve.pages import preloads, read_pages
     from imgwarm.serve.written import write_whole
     from imgwarm.store import Stores
-    from imgwarm.text import printable
 
     settings = load(ctx)
     if snippet and out is None:
         raise click.UsageError("--snippet writes two files: give --out FOLDER")
-    try:
-        prefix = image_prefix(settings, options["image_prefix"])
-        found = preloads(read_pages(pages), Stores.for_settings(settings.store),
-                         prefix=prefix, sizes=sizes) if pages is not None else []
-        if options["push"]:
-            check_push(nginx_version())
-        config = render(settings, NginxOptions(
-            listen=options["listen"], server_name=options["server_name"],
-            image_prefix=options["image_prefix"], site_root=options["site_root"],
-            app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
-            reuseport=not options["no_reuseport"], push=options["push"],
-            tier_header=options["tier_header"], access_log=options["access_log"],
-            open_files=OPEN_FILES if options["open_files"] is None else options["open_files"],
-            pages=found), snippet=snippet)
-        if check:
-            nginx_check(config, snippet=snippet)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"nginx FAILED: {error}"), err=True)
-        ctx.exit(EXIT_FAILED)
+    prefix = image_prefix(settings, options["image_prefix"])
+    found = preloads(read_pages(pages), Stores.for_settings(settings.store),
+                     prefix=prefix, sizes=sizes) if pages is not None else []
+    if options["push"]:
+        check_push(nginx_version())
+    config = render(settings, NginxOptions(
+        listen=options["listen"], server_name=options["server_name"],
+        image_prefix=options["image_prefix"], site_root=options["site_root"],
+        app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
+        reuseport=not options["no_reuseport"], push=options["push"],
+        tier_header=options["tier_header"], access_log=options["access_log"],
+        open_files=OPEN_FILES if options["open_files"] is None else options["open_files"],
+        pages=found), snippet=snippet)
+    if check:
+        nginx_check(config, snippet=snippet)
     if out is None:
         click.echo(config.whole, nl=False)
     elif snippet:
@@ -118,7 +111,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     ctx.exit(EXIT_OK)
 
 
-@click.command()
+@command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--sizes", default="100vw", show_default=True,
               help="The slot's width: a sizes attribute ('(max-width: 600px) 100vw, 50vw'). "
@@ -149,14 +142,11 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     from imgwarm.serve.picture import check_options, fallback_note
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
-    from imgwarm.text import printable
 
     settings = load(ctx)
-    try:  # once, before any source: a wrong option is a usage error, not N failures
-        base = check_options(sizes=sizes, css_class=css_class,
-                             base_url=base_url or image_prefix(settings, None))
-    except ImgwarmError as error:
-        raise click.UsageError(str(error)) from None
+    # once, before any source: a wrong option is a usage error (SettingsError), not N failures
+    base = check_options(sizes=sizes, css_class=css_class,
+                         base_url=base_url or image_prefix(settings, None))
     stores = Stores.for_settings(settings.store)
     failed = 0
     for source in sources:
@@ -167,9 +157,9 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
                                    "manifest root)")
             html = render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
                           base_url=base)
-        except ImgwarmError as error:
+        except ImgwarmError as error:  # this source: the others are still printed
             failed += 1
-            click.echo(printable(f"picture FAILED: {error}"), err=True)
+            click.echo(failure_line("picture", error), err=True)
             continue
         note = fallback_note(manifest)
         if note is not None:
@@ -178,7 +168,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
-@click.command()
+@command()
 @click.argument("sources", nargs=-1, metavar="[SOURCE...]")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("var/gallery"), show_default=True,
@@ -203,12 +193,10 @@ def gallery(ctx: click.Context, /, sources: tuple[str, ...], out: Path, listen: 
 
     Exit status: 0 written, 1 a source has no manifest or nothing to show, 2 usage errors.
     """
-    from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.manifest import Manifest
     from imgwarm.serve.gallery import write_gallery
     from imgwarm.serve.pages import find_manifest
     from imgwarm.store import Stores
-    from imgwarm.text import printable
 
     settings = load(ctx)
     stores = Stores.for_settings(settings.store)
@@ -226,20 +214,14 @@ def gallery(ctx: click.Context, /, sources: tuple[str, ...], out: Path, listen: 
     if not manifests:
         click.echo("gallery FAILED: no optimized images (run imgwarm optimize first)", err=True)
         ctx.exit(EXIT_FAILED)
-    try:
-        made = write_gallery(settings, manifests, out, listen=listen, title=title,
-                             access_log=access_log, check=check)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"gallery FAILED: {error}"), err=True)
-        ctx.exit(EXIT_FAILED)
+    made = write_gallery(settings, manifests, out, listen=listen, title=title,
+                         access_log=access_log, check=check)
     click.echo(f"wrote {made.page} ({made.images} images), {made.pages} and {made.config}",
                err=True)
     ctx.exit(EXIT_OK)
 
 
-@click.command()
+@command()
 @click.option("--gallery", "folder", type=click.Path(file_okay=False, path_type=Path),
               default=Path("var/gallery"), show_default=True,
               help="The folder `imgwarm gallery` wrote.")
@@ -253,10 +235,8 @@ def serve(ctx: click.Context, /, folder: Path, port: int | None) -> None:
 
     Exit status: 0 stopped, 1 nginx missing or not starting, 2 usage errors.
     """
-    from imgwarm.exceptions import ImgwarmError, SettingsError
     from imgwarm.serve.gallery import PAGE, PAGES, SITE
     from imgwarm.serve.server import serve as run
-    from imgwarm.text import printable
 
     if not (folder / PAGES).is_file():
         raise click.UsageError(f"{folder} holds no gallery ({PAGES}): run imgwarm gallery "
@@ -268,11 +248,5 @@ def serve(ctx: click.Context, /, folder: Path, port: int | None) -> None:
     def ready(url: str) -> None:
         click.echo(f"Serving the gallery at {url} (Ctrl-C stops)", err=True)
 
-    try:
-        status = run(settings, folder.resolve(), port=port, ready=ready)
-    except SettingsError as error:
-        raise click.UsageError(str(error)) from None
-    except ImgwarmError as error:
-        click.echo(printable(f"serve FAILED: {error}"), err=True)
-        ctx.exit(EXIT_FAILED)
+    status = run(settings, folder.resolve(), port=port, ready=ready)
     ctx.exit(EXIT_OK if status == 0 else EXIT_FAILED)

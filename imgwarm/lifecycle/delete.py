@@ -19,12 +19,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from imgwarm.exceptions import NotAnOriginal, StorageError, UnknownSource
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.racepoints import reached
-from imgwarm.store import Stores, check_source_key
+from imgwarm.store import Stores, check_source_key, local_key
 from imgwarm.store.local import LocalStore
 from imgwarm.store.reclaim import reclaim
 
@@ -54,6 +55,17 @@ class Deletion:
                  "run imgwarm gc once)") if self.pending else ""
         text += "; original removed" if self.original else ""
         return text + (" (finished an earlier delete)" if self.already else "")
+
+
+def resolve_key(key: str | os.PathLike[str], stores: Stores) -> str:
+    """The manifest key a delete is given: a local file that was optimized is known by its
+    real path; anything else must be a safe origin key (LayoutError names it, before
+    anything is deleted). What ``imgwarm delete`` and ``imgwarm.delete`` both take."""
+    found = local_key(Path(key))
+    if stores.manifests.record(found) is not None:
+        return found
+    check_source_key(str(key))
+    return str(key)
 
 
 def delete(key: str, stores: Stores, *, original: bool = False,
@@ -120,8 +132,8 @@ def _check_original(key: str, stores: Stores, local_file: bool) -> None:
     else:  # S3 has no folders: a key with no object but objects under it is one
         folder = not origin.exists(key) and next(iter(origin.files(key)), None) is not None
     if folder:
-        raise NotAnOriginal(f"{key}: a folder, not an original file (--original removes one "
-                            "file); nothing deleted")
+        raise NotAnOriginal(f"{key}: a folder, not an original file (deleting the original "
+                            "removes one file); nothing deleted")
 
 
 def _remove_original(key: str, stores: Stores, local_file: bool) -> None:

@@ -53,7 +53,7 @@ def gallery_config(settings: Settings, folder: Path, pages: dict[str, list[str]]
     prefix = image_prefix(settings, None)
     found = preloads(pages, Stores.for_settings(settings.store), prefix=prefix,
                      sizes=HERO_SIZES)
-    apart({"gallery folder (--out)": folder, **stores_roots(settings)})
+    apart({"gallery folder": folder, **stores_roots(settings)})
     return render(settings, NginxOptions(listen=listen, site_root=(folder / SITE).resolve(),
                                          site_pages={"/": f"/{PAGE}"},
                                          tier_header=tier_header, access_log=access_log,

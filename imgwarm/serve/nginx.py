@@ -93,11 +93,11 @@ def nginx_version(binary: str = "nginx") -> tuple[int, ...] | None:
 
 def check_push(version: tuple[int, ...] | None) -> None:
     if version is None:
-        raise NginxError("--push needs to know the nginx it is for, and `nginx -v` found none "
+        raise NginxError("push needs to know the nginx it is for, and `nginx -v` found none "
                          "here; preload (the default) needs no push")
     if version >= PUSH_REMOVED:
         shown = ".".join(map(str, version))
-        raise NginxError(f"--push: nginx {shown} has no HTTP/2 push (http2_push_preload was "
+        raise NginxError(f"push: nginx {shown} has no HTTP/2 push (http2_push_preload was "
                          "removed in 1.25.1); the preload Link headers are sent anyway, and "
                          "Chrome (since 106) and Firefox (since 132) ignore push")
 
@@ -118,7 +118,7 @@ def render(settings: Settings, options: NginxOptions, *, snippet: bool = False) 
 
 
 def image_prefix(settings: Settings, given: str | None) -> str:
-    """The URL path the variants are served under (--image-prefix, else the setting)."""
+    """The URL path the variants are served under (``given``, else the setting)."""
     prefix = given or settings.cache.image_prefix
     if not (prefix.startswith("/") and prefix.endswith("/")):
         raise SettingsError(f"image_prefix {prefix!r} must start and end with /")
@@ -129,23 +129,23 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
     cache, store = settings.cache, settings.store
     prefix = image_prefix(settings, options.image_prefix)
     if options.site_root is not None and options.app is not None:
-        raise SettingsError("--site-root and --app: one or the other")
+        raise SettingsError("site_root and app: one or the other")
     if options.pages and not snippet and options.site_root is None and options.app is None:
-        raise SettingsError("--pages: the pages are served by this server: give --site-root "
-                            "or --app (or --snippet, for your own server)")
+        raise SettingsError("pages: the pages are served by this server: give site_root "
+                            "or app (or ask for a snippet, for your own server)")
     site: dict[str, Any] | None = None
     if options.site_root is not None:
         # never a store's folder, nor one that holds one: nginx would serve manifests, state
         # and originals as pages
-        apart({"--site-root": options.site_root, **stores_roots(settings)})
-        site = {"root": _path(options.site_root, "--site-root"), "only": [
+        apart({"site_root": options.site_root, **stores_roots(settings)})
+        site = {"root": _path(options.site_root, "site_root"), "only": [
             {"path": quoted(page, "site page"), "file": bare(file, "site page file", _FILE)}
             for page, file in (options.site_pages or {}).items()]}
     elif options.app is not None:
         parts = urlsplit(options.app)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise SettingsError(f"--app {options.app!r} must be an http:// or https:// URL")
-        site = {"root": "", "app": bare(options.app, "--app"), "only": []}
+            raise SettingsError(f"app {options.app!r} must be an http:// or https:// URL")
+        site = {"root": "", "app": bare(options.app, "app"), "only": []}
     log_format = "" if cache.log_format == "combined" else \
         single_quoted(cache.log_format, "log_format")
     return {
@@ -214,7 +214,7 @@ def _s3(settings: Settings) -> dict[str, Any]:
 
 def _open_files(count: int) -> int:
     if not 0 <= count <= 10_000_000:
-        raise SettingsError(f"--open-files {count}: 0 (no cache) to 10,000,000")
+        raise SettingsError(f"open_files {count}: 0 (no cache) to 10,000,000")
     return count
 
 
@@ -231,20 +231,20 @@ def _path(path: Path | str, what: str) -> str:
 
 
 def _listen(options: NginxOptions) -> str:
-    address = bare(options.listen, "--listen")
+    address = bare(options.listen, "listen")
     extra = " reuseport" if options.reuseport else ""
     lines = []
     if options.tls_cert is not None or options.tls_key is not None:
         if options.tls_cert is None or options.tls_key is None:
-            raise SettingsError("--tls-cert and --tls-key go together")
+            raise SettingsError("tls_cert and tls_key go together")
         lines.append(f"listen {address} ssl http2{extra};")
-        lines.append(f"ssl_certificate {_path(options.tls_cert, '--tls-cert')};")
-        lines.append(f"ssl_certificate_key {_path(options.tls_key, '--tls-key')};")
+        lines.append(f"ssl_certificate {_path(options.tls_cert, 'tls_cert')};")
+        lines.append(f"ssl_certificate_key {_path(options.tls_key, 'tls_key')};")
     else:
         lines.append(f"listen {address}{' http2' if options.push else ''}{extra};")
     names = options.server_name.split() or ["_"]
     lines.append("server_name " + " ".join(
-        bare(n, "--server-name", r"[A-Za-z0-9._*-]+") for n in names) + ";")
+        bare(n, "server_name", r"[A-Za-z0-9._*-]+") for n in names) + ";")
     return "".join(f"    {line}\n" for line in lines)
 
 
@@ -256,7 +256,8 @@ def check(config: Config, *, snippet: bool, listen: str = "127.0.0.1:1",
           binary: str = "nginx") -> None:
     """``nginx -t`` on the config in a minimal nginx.conf; NginxError with nginx's message."""
     if shutil.which(binary) is None:
-        raise NginxError(f"--check needs nginx, and there is no {binary!r} on PATH")
+        raise NginxError(f"checking the config (nginx -t) needs nginx, and there is no "
+                         f"{binary!r} on PATH")
     with tempfile.TemporaryDirectory(prefix="imgwarm-nginx-") as folder:
         here = Path(folder)
         if snippet:
@@ -290,4 +291,4 @@ def _mime_types() -> str:
     for candidate in ("/etc/nginx/mime.types", "/usr/local/nginx/conf/mime.types"):
         if Path(candidate).is_file():
             return candidate
-    raise NginxError("--check: no mime.types found next to nginx (/etc/nginx/mime.types)")
+    raise NginxError("no mime.types found next to nginx (/etc/nginx/mime.types)")

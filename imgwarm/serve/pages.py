@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from imgwarm.exceptions import ConfigValueError, PagesError, TooDeep
+from imgwarm.exceptions import ConfigValueError, PagesError, SettingsError, TooDeep
 from imgwarm.formats import OUTPUTS
 from imgwarm.manifest import Manifest, Tombstone, Variant
 from imgwarm.nesting import check_nesting
@@ -120,10 +120,10 @@ def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
 
 
 def check_sizes(sizes: str) -> str:
-    """A ``sizes`` attribute (media conditions and lengths), or PagesError naming it."""
+    """A ``sizes`` attribute (media conditions and lengths), or SettingsError naming it."""
     if not _SIZES.fullmatch(sizes) or len(sizes) > 256:
-        raise PagesError(f"--sizes {sizes!r}: a sizes attribute (media conditions and lengths, "
-                         "e.g. '(max-width: 600px) 100vw, 50vw'), without quotes")
+        raise SettingsError(f"sizes {sizes!r}: a sizes attribute (media conditions and "
+                            "lengths, e.g. '(max-width: 600px) 100vw, 50vw'), without quotes")
     return sizes
 
 

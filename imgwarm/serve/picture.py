@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from markupsafe import Markup, escape
 from pydantic import ValidationError
 
-from imgwarm.exceptions import PagesError, PictureError
+from imgwarm.exceptions import PictureError, SettingsError
 from imgwarm.formats import ORDER, OUTPUTS
 from imgwarm.manifest import Manifest, Placeholder, Variant
 from imgwarm.serve.pages import HREF_WIDTH, VARIANT_PATH, check_sizes, preferred
@@ -83,15 +83,12 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
 
 
 def check_options(*, sizes: str, css_class: str | None, base_url: str) -> str:
-    """The options of a tag checked (PictureError naming the one that is wrong); returns the
-    base URL ending in /."""
-    try:
-        check_sizes(sizes)
-    except PagesError as error:
-        raise PictureError(str(error)) from None
+    """The options of a tag checked (SettingsError naming the one that is wrong); returns
+    the base URL ending in /."""
+    check_sizes(sizes)
     if css_class is not None and not _CLASS.fullmatch(css_class):
-        raise PictureError(f"--class {css_class!r}: class names (letters, digits, - and _, "
-                           "separated by spaces)")
+        raise SettingsError(f"css_class {css_class!r}: class names (letters, digits, - and _, "
+                            "separated by spaces)")
     return _base(base_url)
 
 
@@ -102,9 +99,9 @@ def _base(base_url: str) -> str:
         (not parts.scheme and not parts.netloc and base_url.startswith("/"))
     odd = any(c in ' "\'<>\\,' or ord(c) <= 0x20 or 0x7f <= ord(c) <= 0x9f for c in base_url)
     if not good or parts.query or parts.fragment or odd:
-        raise PictureError(f"--base-url {base_url!r}: a path from / or an http(s) URL, where "
-                           "the variant paths are served (no query, fragment, quotes, commas, "
-                           "spaces or control characters)")
+        raise SettingsError(f"base_url {base_url!r}: a path from / or an http(s) URL, where "
+                            "the variant paths are served (no query, fragment, quotes, commas, "
+                            "spaces or control characters)")
     return base_url if base_url.endswith("/") else base_url + "/"
 
 

@@ -61,7 +61,7 @@ def serve(settings: Settings, folder: Path, *, port: int | None = None,
             main_config(here, f"include {here}/imgwarm.conf;\n", user=user), encoding="utf-8")
         if not _free(port):
             raise NginxError(f"127.0.0.1:{port} is taken by another program: give another "
-                             "--port, or none (a free one is picked)")
+                             "port, or none (a free one is picked)")
         # its own process group: nginx's workers are stopped with their master, whatever
         # stops it (a killed master leaves its workers holding the port otherwise)
         process = subprocess.Popen([found, "-p", temp, "-c", str(here / "nginx.conf"),

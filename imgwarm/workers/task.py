@@ -16,7 +16,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError
+from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError, about
 from imgwarm.manifest import Credits
 from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
 
@@ -113,8 +113,7 @@ def run_delete(key: str, original: bool, settings: Settings) -> dict[str, Any]:
     except TransientStorageError:
         raise
     except ImgwarmError as error:
-        message = str(error)
-        raise JobFailed(message if message.startswith(key) else f"{key}: {message}") from None
+        raise JobFailed(about(key, error)) from None
 
 
 def register(app: Celery, settings: Settings) -> None:

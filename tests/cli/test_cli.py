@@ -281,13 +281,13 @@ def test_an_output_error_names_the_source(run_cli: Cli, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("option", "value", "said"), [
-    ("--description", "red\x1b[31m bike", "--description: contains the control or bidi "
+    ("--description", "red\x1b[31m bike", "Error: description: contains the control or bidi "
      "character U+001B"),
-    ("--copyright", "\u202e(c) Ann", "--copyright: contains the control or bidi character "
-     "U+202E"),
+    ("--copyright", "\u202e(c) Ann", "Error: copyright: contains the control or bidi "
+     "character U+202E"),
     ("--artist", "bell\x07", "U+0007"),
-    ("--description", "d" * 100_000, "--description: 100,000 bytes of UTF-8 text, over the "
-     "65,474 bytes an output's EXIF holds"),
+    ("--description", "d" * 100_000, "Error: description: 100,000 bytes of UTF-8 text, over "
+     "the 65,474 bytes an output's EXIF holds"),
 ])
 def test_given_text_that_cannot_be_stored_is_a_usage_error(
     run_cli: Cli, tmp_path: Path, option: str, value: str, said: str

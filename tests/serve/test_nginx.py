@@ -260,11 +260,12 @@ def test_hostile_pages_are_escaped_or_refused(served: Served, tmp_path: Path) ->
     for sizes in ('100vw", <https://evil/x.js>; rel=preload; as=script; x="', "1" * 300):
         code, _, err = emit(site, "--pages", hostile, "--site-root", www, "--sizes", sizes,
                             "--out", refused)
-        assert code == 1 and "--sizes" in err and not refused.exists()
+        assert code == 2 and "sizes" in err and not refused.exists()
     for option, value in (("--server-name", "a.com;"), ("--server-name", "b\udcff"),
                           ("--listen", "80; include /etc/passwd"), ("--app", "http://x/$a")):
         code, _, err = emit(site, option, value, "--out", refused)
-        assert code in (1, 2) and option in err and not refused.exists(), (option, value)
+        named = option.removeprefix("--").replace("-", "_")  # the option's name, not the flag
+        assert code == 2 and named in err and not refused.exists(), (option, value)
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({"/": ["no/such/source.jpg"]}))
     code, _, err = emit(site, "--pages", missing, "--site-root", www)
