@@ -8,10 +8,13 @@ from imgwarm.cache.run import Run
 
 
 def remember_budgets(run: Run) -> None:
-    """A tier ranked against its budget and not stopped: that budget is met."""
+    """A tier ranked against its budget, with every copy placed: that budget is met. One
+    stopped (a full disk) or with a copy that failed is not: the next run plans it again,
+    changed or not (a failed copy would otherwise wait for the next upload)."""
     for policy in run.policies:
-        if policy.name in run.planned and not policy.report.stopped:
-            run.index.remember(f"{policy.name}_budget", policy.report.budget)
+        if policy.name in run.planned:
+            met = not policy.report.stopped and not policy.report.failed
+            run.index.remember(f"{policy.name}_budget", policy.report.budget if met else None)
 
 
 def count(run: Run) -> None:
