@@ -19,12 +19,14 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.structure.files import File, Files
-from mkdocs.structure.pages import Page
+
+if TYPE_CHECKING:  # the pages can be made without MkDocs (tests/config reads the settings one)
+    from mkdocs.config.defaults import MkDocsConfig
+    from mkdocs.structure.files import Files
+    from mkdocs.structure.pages import Page
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS_PAGE = "settings.md"
@@ -296,6 +298,8 @@ def _readme() -> str:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    from mkdocs.structure.files import File
+
     for uri, make in (("index.md", _readme), ("cli.md", cli_page),
                       (SETTINGS_PAGE, settings_page)):
         if files.get_file_from_path(uri) is not None:

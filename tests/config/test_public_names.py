@@ -3,6 +3,7 @@ keyword; the groups are internal. The digests come from the marks on the fields.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -13,8 +14,20 @@ import pytest
 from imgwarm.config import GROUPS, Settings, load_settings
 from tests.support.files import REPO
 
-ROW = re.compile(r"^\| `([a-z_0-9]+)` \| `(IMGWARM_[A-Z_0-9]+)` \|", re.MULTILINE)
-DOCUMENTED = ROW.findall((REPO / "README.md").read_text(encoding="utf-8"))
+
+def settings_page() -> str:
+    """The docs' settings page, as docs/hooks.py generates it from the Fields (no MkDocs)."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page: str = hooks.settings_page()
+    return page
+
+
+ROW = re.compile(r"^### `([a-z_0-9]+)` \{#[a-z_0-9]+\}\n\n`(IMGWARM_[A-Z_0-9]+)` · ",
+                 re.MULTILINE)
+DOCUMENTED = ROW.findall(settings_page())
 
 # A valid value other than the default, as a string (how the environment gives it).
 CHANGED: dict[str, tuple[str, Any]] = {
@@ -60,6 +73,9 @@ def test_every_setting_is_documented_once_and_every_documented_one_exists() -> N
     assert len(documented) == len(DOCUMENTED), "a setting is documented twice"
     assert set(documented) == set(fields())
     assert all(variable == f"IMGWARM_{name.upper()}" for name, variable in documented.items())
+    for model in GROUPS.values():  # a default, a type and a description each
+        for name, info in model.model_fields.items():
+            assert info.description, f"setting {name} has no description"
 
 
 @pytest.mark.parametrize(("name", "variable"), DOCUMENTED)
