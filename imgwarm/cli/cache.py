@@ -18,6 +18,7 @@ from imgwarm.cli.common import (
     load,
 )
 from imgwarm.cli.report import bars
+from imgwarm.cli.setting import SettingOption
 from imgwarm.exceptions import ImgwarmError
 
 if TYPE_CHECKING:
@@ -28,23 +29,18 @@ if TYPE_CHECKING:
 @click.option("--access-log", "access_logs", multiple=True, metavar="PATH|GLOB",
               help="nginx access log to read (repeat; globs take rotated and .gz files). "
               "Default: the access_logs setting.")
-@click.option("--log-format", help="The logs' nginx log_format: 'combined' (default) or the "
-              "format string itself.")
+@click.option("--log-format", cls=SettingOption)
 @click.option("--hot-list", type=click.Path(dir_okay=False, path_type=Path),
               help="A file of URL paths, one a line, to hold in RAM first.")
-@click.option("--ram-budget", metavar="SIZE|PERCENT",
-              help="Most bytes in the RAM tier: 512K, 300M, 2G, or a percentage of its tmpfs "
-              "(default 80%).")
-@click.option("--nvme-budget", metavar="SIZE|PERCENT",
-              help="Most bytes in the NVMe tier (default: every variant).")
-@click.option("--half-life", "hot_half_life", metavar="DURATION",
-              help="Half-life of a request's weight: 30m, 24h (default), 7d.")
+@click.option("--ram-budget", metavar="SIZE|PERCENT", cls=SettingOption)
+@click.option("--nvme-budget", metavar="SIZE|PERCENT", cls=SettingOption)
+@click.option("--half-life", "hot_half_life", metavar="DURATION", cls=SettingOption)
 @click.option("--ram-root", type=click.Path(file_okay=False, path_type=Path),
-              help="The RAM tier's folder, on a tmpfs.")
+              cls=SettingOption)
 @click.option("--nvme-root", type=click.Path(file_okay=False, path_type=Path),
-              help="The NVMe tier's folder.")
+              cls=SettingOption)
 @click.option("--allow-non-tmpfs", "ram_allow_non_tmpfs", is_flag=True, default=None,
-              help="Take a RAM tier that is not on a tmpfs.")
+              cls=SettingOption)
 @click.option("--full", is_flag=True,
               help="Reconcile index, tiers and origin completely: list every manifest, check "
               "every file in the tiers (repairs files deleted or damaged by hand).")

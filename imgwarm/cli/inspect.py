@@ -8,14 +8,14 @@ from pathlib import Path
 import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
+from imgwarm.cli.setting import SettingOption
 from imgwarm.text import printable
 
 
 @command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--json", "as_json", is_flag=True, help="One compact JSON object per line.")
-@click.option("--manifest-root", type=click.Path(path_type=Path),
-              help="Where manifests are (default var/manifest).")
+@click.option("--manifest-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.pass_context
 def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
          manifest_root: Path | None) -> None:

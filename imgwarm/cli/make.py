@@ -18,35 +18,28 @@ from imgwarm.cli.common import (
     given_credits,
     load,
 )
+from imgwarm.cli.setting import SettingOption
 
 
 @command()
 @click.argument("sources", nargs=-1, metavar="SOURCE...", type=click.Path(path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
 @credit_options
-@click.option("--widths", help="Comma-separated widths, e.g. 320,640,1280,1920.")
-@click.option("--formats", help="Comma-separated formats among avif, webp, jpeg.")
-@click.option("--webp-quality", metavar="Q|auto",
-              help="WebP quality, 1..100 (default 80), or auto: the lowest quality whose "
-              "SSIMULACRA2 score reaches --quality-target.")
-@click.option("--jpeg-quality", metavar="Q|auto", help="JPEG quality, 1..100 (default 82), "
-              "or auto.")
-@click.option("--avif-quality", metavar="Q|auto", help="AVIF quality, 1..100 (default 55), "
-              "or auto.")
-@click.option("--quality-target", type=float,
-              help="The score an auto quality reaches (default 75: high quality).")
-@click.option("--quality-tolerance", type=float,
-              help="How far above the target an auto quality may land (default 3).")
+@click.option("--widths", cls=SettingOption)
+@click.option("--formats", cls=SettingOption)
+@click.option("--webp-quality", metavar="Q|auto", cls=SettingOption)
+@click.option("--jpeg-quality", metavar="Q|auto", cls=SettingOption)
+@click.option("--avif-quality", metavar="Q|auto", cls=SettingOption)
+@click.option("--quality-target", type=float, cls=SettingOption)
+@click.option("--quality-tolerance", type=float, cls=SettingOption)
 @click.option("--report-quality", is_flag=True,
               help="After each source, a line a variant: its quality and, for auto, its "
               "SSIMULACRA2 score (--json always carries both).")
-@click.option("--origin-root", type=click.Path(path_type=Path),
-              help="Where variants are written (default var/origin).")
-@click.option("--manifest-root", type=click.Path(path_type=Path),
-              help="Where manifests are written (default var/manifest).")
-@click.option("--max-pixels", type=int, help="Refuse images with more pixels (default 100 MP).")
-@click.option("--max-bytes", type=int, help="Refuse files larger than this (default 64 MiB).")
-@click.option("--workers", type=int, help="Sources at once (default: one per core).")
+@click.option("--origin-root", type=click.Path(path_type=Path), cls=SettingOption)
+@click.option("--manifest-root", type=click.Path(path_type=Path), cls=SettingOption)
+@click.option("--max-pixels", type=int, cls=SettingOption)
+@click.option("--max-bytes", metavar="SIZE", cls=SettingOption)
+@click.option("--workers", type=int, cls=SettingOption)
 @click.pass_context
 def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
              description: str | None, copyright_: str | None, artist: str | None,

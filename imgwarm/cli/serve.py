@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, failure_line, json_text, load
+from imgwarm.cli.setting import SettingOption
 from imgwarm.text import printable
 
 HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
@@ -24,9 +25,7 @@ HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
 @click.option("--listen", default="80", show_default=True, metavar="ADDR",
               help="nginx listen address (port, or address:port).")
 @click.option("--server-name", default="_", show_default=True, metavar="NAME")
-@click.option("--image-prefix", metavar="PATH",
-              help="URL path the variants are served under (default: the image_prefix "
-              "setting, /: a variant's path is its URL path).")
+@click.option("--image-prefix", metavar="PATH", cls=SettingOption)
 @click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path),
               help="Certificate: listen with TLS and HTTP/2.")
 @click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path))
