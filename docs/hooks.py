@@ -168,7 +168,8 @@ def _type_name(annotation: Any) -> str:
     name = getattr(annotation, "__name__", str(annotation))
     doc = inspect.getdoc(annotation) if isinstance(annotation, type) else None
     summary = doc.split("\n\n")[0].replace("\n", " ") if doc else ""
-    return f"{name} ({summary.rstrip('.')})" if summary else name
+    summary = summary[:1].lower() + summary[1:].rstrip(".")
+    return f"{name} ({summary})" if summary else name
 
 
 def _range(info: Any) -> str:
@@ -193,6 +194,7 @@ def _range(info: Any) -> str:
     return ", ".join(said)
 
 
+_UNITS = {"Size": " bytes", "Duration": " seconds"}
 _AFFECTS = {
     "output": "Changes the variants' bytes or names: sources are made again on the next run.",
     "refusal": "Decides which sources are refused: a refusal is given again without "
@@ -229,8 +231,9 @@ def settings_page() -> str:
         for name, info in model.model_fields.items():
             facts = [f"`IMGWARM_{name.upper()}`", _type_name(info.annotation)]
             allowed = _range(info)
-            if allowed:
-                facts.append(f"allowed {allowed}")
+            if allowed:  # a Size's or a Duration's bounds are in bytes or seconds
+                unit = _UNITS.get(getattr(info.annotation, "__name__", ""), "")
+                facts.append(f"allowed {allowed}{unit}")
             default = shown_default(info)
             facts.append(f"default `{default}`" if default else "default: none")
             lines += [f"### `{name}` {{#{name}}}", "", " · ".join(facts), "",
