@@ -18,7 +18,7 @@
            requests/s and latency percentiles (p50, p99), a fresh nginx each run.
 
 Both nginx and wrk run on this machine: nginx with one worker pinned to one core, wrk with one
-thread pinned to another; nginx.conf has ``pcre_jit on`` (the README asks for it: imgwarm's
+thread pinned to another; nginx.conf has ``pcre_jit on`` (docs/nginx.md asks for it: imgwarm's
 image location is a regular expression). Usage (root; a quiet machine: no tests, no other sessions):
     .venv/bin/python bench/nginx.py                        # both parts
     .venv/bin/python bench/nginx.py --parts tiers --files 100000 --seconds 10

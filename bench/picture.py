@@ -19,7 +19,7 @@ Usage (a quiet machine: no tests, no other sessions; nginx and chromium installe
     .venv/bin/python bench/picture.py --parts load
 
 The Markdown table is printed and, with the raw numbers, written to bench/results/picture.json;
-the screenshots go to bench/screenshots/ (the README shows them).
+the screenshots go to bench/screenshots/ (docs/benchmarks.md shows them).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ In order, each step safe to run again (a delete killed anywhere is finished by t
 4. with ``original``, the original itself goes (else it is left to the application).
 
 Cache servers learn of it from the journal: their next ``warm`` removes the files from their
-tiers. Browsers and CDNs that cached an immutable URL are out of imgwarm's reach (README).
+tiers. Browsers and CDNs that cached an immutable URL are out of imgwarm's reach
+(docs/lifecycle.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Two facts, kept in the manifest and made from the smallest variant's pixels (upr
   most MAX_URI characters), which the browser scales up smoothly as the ``<img>``'s CSS
   background: no script shows it, and the image paints over it.
 
-Measured against ThumbHash (bench/placeholder.py, README "Picture tags"): a ThumbHash is ~25
+Measured against ThumbHash (bench/picture.py; docs/benchmarks.md): a ThumbHash is ~25
 bytes but needs a script, or a PNG rendered from it on the server (a data URI of ~1 KB), to be
 seen; the WebP LQIP is seen as it is, at a quarter of that. An image with see-through pixels
 gets none: its background would still show through it once loaded.
