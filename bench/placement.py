@@ -178,7 +178,7 @@ def simulate(alpha: float, share: float, args: argparse.Namespace) -> dict[str, 
     counted = 0
     with tempfile.TemporaryDirectory() as folder:
         index = Index(Path(folder) / "index.sqlite")
-        decay = Decay(0.0, settings.half_life())
+        decay = Decay(0.0, settings.hot_half_life)
         for source in trace.sources:
             index.set_source(source.key, source.variants, decay(0.0))
         held: dict[str, int] = {}

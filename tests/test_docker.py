@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from imgwarm.config.units import parse_size
+from imgwarm.config.units import parse_budget, parse_size
 from imgwarm.serve.nginx import main_config
 from tests.support.servers import IMGWARM, clean_env
 
@@ -183,11 +183,11 @@ def test_the_ram_budget_fits_in_the_tmpfs(resolved: dict[str, Any]) -> None:
     volume = resolved["volumes"][sources.pop()]
     assert volume["driver_opts"]["type"] == "tmpfs"
     options = dict(o.split("=", 1) for o in volume["driver_opts"]["o"].split(",") if "=" in o)
-    size = parse_size(options["size"]).bytes
+    size = parse_size(options["size"])
     assert size, options["size"]
     command = services["warm"]["command"]
     budget = command[command.index("--ram-budget") + 1]
-    assert parse_size(budget).of(size) <= size, (budget, options["size"])
+    assert parse_budget(budget).of(size) <= size, (budget, options["size"])
     assert options["uid"] == "10001"  # the image's user writes it
 
 

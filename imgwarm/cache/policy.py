@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from imgwarm.cache.report import TierReport, WarmReport
 from imgwarm.cache.tiers import Tier, Tiers
 from imgwarm.config import Settings
-from imgwarm.config.units import Size
+from imgwarm.config.units import Budget
 
 ANY_WIDTH = 1 << 30
 
@@ -25,7 +25,7 @@ ANY_WIDTH = 1 << 30
 class TierPolicy:
     tier: Tier
     report: TierReport  # this tier's part of the run's report
-    size: Size | None  # its budget; None: no budget, every referenced variant
+    size: Budget | None  # its budget; None: no budget, every referenced variant
     max_width: int  # the widest variant it takes (a pinned one goes in whatever its width)
     paged: bool  # sizes counted in whole blocks of its file system
     # the backing tier: on a disk (synced before the index says its copies are placed),
@@ -53,7 +53,7 @@ class TierPolicy:
 def policies(settings: Settings, tiers: Tiers, report: WarmReport) -> tuple[TierPolicy, ...]:
     """The policy of each tier, in the order nginx tries them (RAM, then NVMe)."""
     cache = settings.cache
-    return (TierPolicy(tiers.ram, report.ram, cache.ram_size(), cache.ram_max_width,
+    return (TierPolicy(tiers.ram, report.ram, cache.ram_budget, cache.ram_max_width,
                        paged=True, backing=False),
-            TierPolicy(tiers.nvme, report.nvme, cache.nvme_size(), ANY_WIDTH,
+            TierPolicy(tiers.nvme, report.nvme, cache.nvme_budget, ANY_WIDTH,
                        paged=False, backing=True))

@@ -89,12 +89,12 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
 
     Exit status: 0 when done, 1 when a part failed (the rest is done), 2 for usage errors.
     """
-    from imgwarm.config.store import grace_seconds
+    from imgwarm.config.units import parse_duration
     from imgwarm.lifecycle.gc import gc as run
 
     settings = load(ctx)
     try:
-        seconds = grace_seconds(grace) if grace is not None else None
+        seconds = parse_duration(grace, zero=True) if grace is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--grace") from None
     with bars(as_json, "looking") as progress:

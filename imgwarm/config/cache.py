@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from imgwarm.config.marks import split_csv
-from imgwarm.config.units import Size, parse_duration, parse_size
+from imgwarm.config.units import Budget, Duration
 
 
 class CacheSettings(BaseModel):
@@ -26,19 +26,21 @@ class CacheSettings(BaseModel):
         Path(f"/dev/shm/imgwarm-{os.geteuid()}/ram"),
         description="Root of the RAM tier: the hottest thumbnails, on a tmpfs (by default in "
         "a folder of the user's own under /dev/shm, made 0755).")
-    ram_budget: str = Field(
-        "80%", description="Most bytes the RAM tier holds: a size (512K, 300M, 2G) or a "
-        "percentage of its tmpfs; never more than the tmpfs has free.")
-    nvme_budget: str = Field(
-        "", description="Most bytes the NVMe tier holds (a size or a percentage of its file "
+    ram_budget: Budget = Field(
+        Budget(percent=80),
+        description="Most bytes the RAM tier holds: a size (512K, 300M, 2G) or a percentage "
+        "of its tmpfs; never more than the tmpfs has free.")
+    nvme_budget: Budget | None = Field(
+        None, description="Most bytes the NVMe tier holds (a size or a percentage of its file "
         "system); empty: every variant.")
     ram_max_width: int = Field(
         640, ge=1, le=16383,
         description="Widest variant the RAM tier takes (thumbnails; hot-list paths go in "
         "whatever their width).")
-    hot_half_life: str = Field(
-        "24h", description="Half-life of a request's weight in the hotness score (30m, 24h, "
-        "7d): yesterday's hot ad cools down.")
+    hot_half_life: Duration = Field(
+        Duration("24h"), gt=0,
+        description="Half-life of a request's weight in the hotness score (30m, 24h, 7d): "
+        "yesterday's hot ad cools down.")
     access_logs: list[str] = Field(
         [], description="nginx access logs to read (comma-separated paths or globs; rotated "
         "and .gz files included): where hotness comes from.")
@@ -62,21 +64,10 @@ class CacheSettings(BaseModel):
     def _csv(cls, value: Any) -> Any:
         return split_csv(value)
 
-    @field_validator("ram_budget")
+    @field_validator("nvme_budget", mode="before")
     @classmethod
-    def _ram_size(cls, value: str) -> str:
-        return str(parse_size(value))  # always one ("0": no RAM tier); empty is refused
-
-    @field_validator("nvme_budget")
-    @classmethod
-    def _nvme_size(cls, value: str) -> str:
-        return str(parse_size(value)) if value.strip() else ""  # none: every variant
-
-    @field_validator("hot_half_life")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_duration(value)
-        return value.strip()
+    def _no_budget(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value  # every variant
 
     @field_validator("image_prefix")
     @classmethod
@@ -86,11 +77,6 @@ class CacheSettings(BaseModel):
             raise ValueError("'..', '.' and empty segments are not allowed")
         return f"/{stripped}/" if stripped else "/"
 
-    def ram_size(self) -> Size:
-        return parse_size(self.ram_budget)
-
-    def nvme_size(self) -> Size | None:
-        return parse_size(self.nvme_budget) if self.nvme_budget else None
-
     def half_life(self) -> float:
-        return parse_duration(self.hot_half_life)
+        """``hot_half_life`` (seconds), as warm's clock takes it."""
+        return self.hot_half_life

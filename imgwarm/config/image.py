@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, REFUSAL, split_csv
+from imgwarm.config.units import Size
 from imgwarm.formats import ORDER, Format
 
 # A fixed quality, or "auto": the lowest whose SSIMULACRA2 score reaches quality_target
@@ -50,12 +51,12 @@ class ImageSettings(BaseModel):
     max_pixels: int = Field(
         100_000_000, ge=1, json_schema_extra=REFUSAL,
         description="Refuse sources with more pixels (checked on the header).")
-    max_bytes: int = Field(
-        64 * 1024 * 1024, ge=1, json_schema_extra=REFUSAL,
-        description="Refuse source files larger than this many bytes.")
-    max_memory: int = Field(
-        1 << 30, ge=64 << 20, json_schema_extra=REFUSAL,
-        description="Most memory (bytes) the sources being made at once may take together, "
+    max_bytes: Size = Field(
+        Size("64M"), ge=1, json_schema_extra=REFUSAL,
+        description="Refuse source files larger than this (bytes, or 512K, 64M, 2G).")
+    max_memory: Size = Field(
+        Size("1G"), ge=64 << 20, json_schema_extra=REFUSAL,
+        description="Most memory the sources being made at once may take together (512M, 4G), "
         "estimated on the header: a source needing more alone is refused before decoding; "
         "others wait their turn. Shared by the user's imgwarm processes on the machine.")
     keep_gps: bool = Field(False, json_schema_extra=OUTPUT,

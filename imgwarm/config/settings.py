@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -47,7 +48,7 @@ def nest(flat: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
     for name, value in flat.items():
         group = group_of(name)
         if group is None:
-            raise SettingsError(f"invalid settings:\n  unknown setting {name!r} ({where})")
+            raise SettingsError(f"unknown setting {name!r} ({where})")
         nested.setdefault(group, {})[name] = value
     return nested
 
@@ -146,34 +147,62 @@ def describe_field(name: str) -> FieldInfo | None:
     return GROUPS[group].model_fields[name] if group else None
 
 
-def _allowed(info: FieldInfo) -> str:
-    """The allowed range of a field, from its constraints, for error messages."""
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _unit(info: FieldInfo) -> Any:
+    """The unit type of a field (Size, Duration, Budget...: they say their forms), or None."""
+    types = typing.get_args(info.annotation) or (info.annotation,)
+    return next((t for t in types if hasattr(t, "forms")), None)
+
+
+def _allowed(info: FieldInfo, *, forms: bool = True) -> str:
+    """The allowed range of a field, from its constraints, in its unit, for error messages
+    (``; allowed: 64M or more``); a field with a unit also says the forms it is written in,
+    unless ``forms`` is false (the error said them)."""
+    unit = _unit(info)
+    shown = getattr(unit, "text", str)
     low = high = None
+    above = False
     for meta in info.metadata:
-        low = getattr(meta, "ge", low)
+        if getattr(meta, "gt", None) is not None:
+            low, above = meta.gt, True
+        if getattr(meta, "ge", None) is not None:
+            low, above = meta.ge, False
         high = getattr(meta, "le", high)
+    written = f" ({unit.forms})" if unit is not None and forms else ""
     if low is not None and high is not None:
-        return f"allowed: {low}..{high}"
+        span = f"above {shown(low)}, at most {shown(high)}" if above else \
+            f"{shown(low)}..{shown(high)}"
+        return f"; allowed: {span}{written}"
     if low is not None:
-        return f"allowed: {low} or more"
-    return info.description or ""
+        return f"; allowed: {f'above {shown(low)}' if above else f'{shown(low)} or more'}{written}"
+    if unit is not None:
+        return f"; allowed: {unit.forms}" if forms else ""
+    return f"; {info.description}" if info.description else ""
 
 
 def _describe(error: ValidationError) -> str:
+    """A line a setting that is wrong: its name, its variable, what was given, why, and what
+    is allowed (most often one line: one wrong setting)."""
     lines = []
     for item in error.errors():
         detail = str(item["msg"]).removeprefix("Value error, ")
         names = [str(part) for part in item["loc"] if isinstance(part, str)]
         info = describe_field(names[-1]) if names else None
         if info is None:  # a rule about several settings together
-            lines.append(detail)
+            lines.append(f"invalid settings: {detail}")
             continue
+        unit = _unit(info) is not None
+        if unit and item["type"] in _RANGE_ERRORS:
+            detail = "out of range"  # pydantic's bound is in bytes or seconds: _allowed says
         name = names[-1]
         lines.append(
-            f"setting {name} = {item.get('input')!r} (from an option, {ENV_PREFIX}{name.upper()} "
-            f"or the config file): {detail}; {_allowed(info)}"
+            f"invalid setting {name} = {item.get('input')!r} (from an option, "
+            f"{ENV_PREFIX}{name.upper()} or the config file): {detail}"
+            f"{_allowed(info, forms=not (unit and item['type'] == 'value_error'))}"
         )
-    return "invalid settings:\n  " + "\n  ".join(lines)
+    return "\n".join(dict.fromkeys(lines))
 
 
 def _validated(cls: type[Settings], nested: dict[str, Any]) -> Settings:

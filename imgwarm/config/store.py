@@ -3,19 +3,13 @@ how files are laid out in folders."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from imgwarm.config.marks import OUTPUT
-from imgwarm.config.units import parse_duration
-
-
-def grace_seconds(text: str) -> float:
-    """A grace period: a duration, or 0 (gc removes what is unnamed now)."""
-    return 0.0 if re.fullmatch(r"\s*0+[smhdSMHD]?\s*", text) else parse_duration(text)
+from imgwarm.config.units import Duration
 
 
 class StoreSettings(BaseModel):
@@ -46,21 +40,14 @@ class StoreSettings(BaseModel):
     s3_endpoint_url: str | None = Field(
         None, description="S3 endpoint for MinIO, Ceph, R2... (default: AWS).")
     s3_region: str | None = Field(None, description="S3 region (default: the AWS chain's).")
-    s3_timeout: float = Field(
-        10.0, gt=0, le=600, description="Seconds to connect to, or wait on, the S3 endpoint.")
+    s3_timeout: Duration = Field(
+        Duration("10s"), gt=0, le=600,
+        description="How long to wait to connect to, or on, the S3 endpoint (10s, 1m).")
 
-    gc_grace: str = Field(
-        "7d", description="How long a variant no manifest names is kept before gc removes it "
-        "(30m, 24h, 7d): HTML that still names it may be cached that long.")
-
-    @field_validator("gc_grace")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        grace_seconds(value)
-        return value.strip()
-
-    def grace(self) -> float:
-        return grace_seconds(self.gc_grace)
+    gc_grace: Duration = Field(
+        Duration("7d"), ge=0, description="How long a variant no manifest names is kept before gc "
+        "removes it (30m, 24h, 7d; 0: at once): HTML that still names it may be cached that "
+        "long.")
 
     @field_validator("s3_prefix")
     @classmethod

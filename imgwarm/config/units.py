@@ -1,10 +1,24 @@
-"""Sizes and durations as people write them: ``512K``, ``300M``, ``2G``, ``80%``; ``30s``,
-``10m``, ``24h``, ``7d``. K = 1024."""
+"""Sizes and durations as people write them, parsed once, where a setting is validated.
+
+- ``Size``: a number of bytes (an int): ``4096``, ``512K``, ``300M``, ``2G`` (K = 1024; ``B``,
+  ``KB`` and ``KiB`` alike).
+- ``Duration``: a length of time in seconds (a float): ``90``, ``30s``, ``10m``, ``24h``, ``7d``.
+- ``Budget``: a size, or a share of a file system (``80%``), for a tier's budget.
+
+Each is a pydantic type: a setting declared with one holds the parsed value, and a value that
+is none of the forms is refused with the forms named (settings.py adds the setting's name).
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 # ASCII only (re.ASCII: no other digits, no case folding of the Kelvin sign into K), at most
 # 15 digits: a size or duration that fits a float exactly.
@@ -14,39 +28,179 @@ _PERCENT = re.compile(rf"^\s*{_NUMBER}\s*%\s*$", re.ASCII)
 _DURATION = re.compile(rf"^\s*{_NUMBER}\s*(s|m|h|d)?\s*$", re.IGNORECASE | re.ASCII)
 _FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+SIZE_FORMS = "bytes, or a number with K, M, G or T (K = 1024): 4096, 512K, 64M, 2G"
+DURATION_FORMS = "seconds, or a number with s, m, h or d: 90, 30s, 10m, 24h, 7d"
+BUDGET_FORMS = f"{SIZE_FORMS}; or a percentage of the file system (1%..100%)"
+
+
+def _number(value: Any) -> float | None:
+    """A number given as a number (TOML, Python), not as text; None for text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def parse_size(value: str | int) -> int:
+    """``2G`` -> 2 GiB in bytes; an int is bytes already. ValueError names the forms."""
+    number = _number(value)
+    if number is not None:
+        if math.isfinite(number) and number >= 0 and number == int(number):
+            return int(number)
+    elif isinstance(value, str):
+        found = _SIZE.match(value)
+        if found:
+            return int(float(found.group(1)) * _FACTORS[(found.group(2) or "").upper()])
+    raise ValueError(f"{value!r} is not a size: give {SIZE_FORMS}")
+
+
+def parse_duration(value: str | float, *, zero: bool = False) -> float:
+    """``24h`` -> 86400.0 seconds; a bare number is seconds. Zero only where ``zero`` (a grace
+    period may be none; a setting's own bounds say whether it may). ValueError names the
+    forms."""
+    number = _number(value)
+    if number is None and isinstance(value, str):
+        found = _DURATION.match(value)
+        if found:
+            number = float(found.group(1)) * _SECONDS[(found.group(2) or "s").lower()]
+    if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not zero):
+        raise ValueError(f"{value!r} is not a duration: give {DURATION_FORMS}")
+    return number
+
+
+def size_text(size: float) -> str:
+    """Bytes as people write them: the largest unit that divides them (``64M``), else bytes."""
+    for unit in "TGMK":
+        if size and size % _FACTORS[unit] == 0:
+            return f"{int(size // _FACTORS[unit])}{unit}"
+    return f"{size:g}"
+
+
+def duration_text(seconds: float) -> str:
+    """Seconds as people write them: ``7d``, ``36h``, ``10m``, ``90s``."""
+    for unit in "dhm":
+        if seconds and seconds % _SECONDS[unit] == 0:
+            return f"{int(seconds // _SECONDS[unit])}{unit}"
+    return f"{seconds:g}s"
+
+
+class Size(int):
+    """A number of bytes: 4096, 512K, 64M or 2G (K = 1024)."""
+
+    forms = SIZE_FORMS
+
+    def __new__(cls, value: str | int) -> Size:
+        """``Size("64M")``: a default, written as people write it (and shown so)."""
+        return super().__new__(cls, parse_size(value))
+
+    def __str__(self) -> str:
+        return size_text(self)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(parse_size, core_schema.int_schema())
+
+    @staticmethod
+    def text(value: float) -> str:
+        return size_text(value)
+
+
+class Duration(float):
+    """A length of time in seconds: 90, 30s, 10m, 24h or 7d."""
+
+    forms = DURATION_FORMS
+
+    def __new__(cls, value: str | float) -> Duration:
+        """``Duration("24h")``: a default, written as people write it (and shown so)."""
+        return super().__new__(cls, parse_duration(value, zero=True))
+
+    def __str__(self) -> str:
+        return duration_text(self)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(
+            lambda value: parse_duration(value, zero=True), core_schema.float_schema())
+
+    @staticmethod
+    def text(value: float) -> str:
+        return duration_text(value)
+
+
+def parse_mebibytes(value: str | int) -> int:
+    """Mebibytes: a bare number is MiB (as the setting's name says), a size with its unit
+    (``512M``, ``2G``) is converted. ValueError names the forms."""
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value, re.ASCII):
+        return int(value)
+    if _number(value) is not None:
+        return parse_size(value)
+    try:
+        return parse_size(value) >> 20
+    except ValueError:
+        raise ValueError(f"{value!r} is not a size: give MiB, or a number with M, G or T: "
+                         "1024, 512M, 2G") from None
+
+
+class Mebibytes(int):
+    """A number of MiB: 1024, or a size with its unit: 512M, 2G."""
+
+    forms = "MiB, or a number with M, G or T: 1024, 512M, 2G"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(parse_mebibytes,
+                                                             core_schema.int_schema())
+
+    @staticmethod
+    def text(value: float) -> str:
+        return f"{value:g}"
 
 
 @dataclass(frozen=True)
-class Size:
-    """A number of bytes, or a share of a file system's size."""
+class Budget:
+    """A size (512K, 300M, 2G) or a percentage of the file system (80%)."""
 
     bytes: int | None = None
     percent: float | None = None
+    forms = BUDGET_FORMS
 
     def of(self, total: int) -> int:
         """The bytes this stands for, on a file system of ``total`` bytes."""
         return self.bytes if self.bytes is not None else int(total * (self.percent or 0) / 100)
 
     def __str__(self) -> str:
-        return f"{self.percent:g}%" if self.percent is not None else str(self.bytes)
+        return f"{self.percent:g}%" if self.percent is not None else size_text(self.bytes or 0)
+
+    def plain(self) -> int | str:
+        """As JSON and TOML hold it: the bytes, or the percentage as text."""
+        return self.bytes if self.bytes is not None else str(self)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any,
+                                     handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            parse_budget, serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda budget: budget.plain(), when_used="json"))
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: core_schema.CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {"anyOf": [{"type": "integer"}, {"type": "string"}]}
 
 
-def parse_size(text: str) -> Size:
-    """``2G`` -> 2 GiB; ``80%`` -> a share. ValueError says the forms."""
-    found = _SIZE.match(text)
-    if found:
-        return Size(bytes=int(float(found.group(1)) * _FACTORS[(found.group(2) or "").upper()]))
-    found = _PERCENT.match(text)
-    if found and 0 < float(found.group(1)) <= 100:
-        return Size(percent=float(found.group(1)))
-    raise ValueError(f"{text!r} is not a size: give bytes, or a number with K, M, G or T "
-                     "(K = 1024), or a percentage of the file system (1%..100%)")
-
-
-def parse_duration(text: str) -> float:
-    """``24h`` -> 86400.0 seconds; a bare number is seconds. ValueError says the forms."""
-    found = _DURATION.match(text)
-    if not found or float(found.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a duration: give a number with s, m, h or d "
-                         "(e.g. 30s, 10m, 24h, 7d)")
-    return float(found.group(1)) * _SECONDS[(found.group(2) or "s").lower()]
+def parse_budget(value: Any) -> Budget:
+    """``2G`` -> 2 GiB; ``80%`` -> a share. ValueError names the forms."""
+    if isinstance(value, Budget):
+        return value
+    if isinstance(value, str):
+        found = _PERCENT.match(value)
+        if found:
+            if 0 < float(found.group(1)) <= 100:
+                return Budget(percent=float(found.group(1)))
+            raise ValueError(f"{value!r} is not a size: give {BUDGET_FORMS}")
+    try:
+        return Budget(bytes=parse_size(value))
+    except ValueError:
+        raise ValueError(f"{value!r} is not a size: give {BUDGET_FORMS}") from None

@@ -258,7 +258,7 @@ def gc(settings: Settings, *, grace: float | None = None, now: float | None = No
     holds a warm index). ``grace`` defaults to the ``gc_grace`` setting."""
     from imgwarm.cache.collect import collect_tiers  # the tiers' part: only on a cache server
 
-    grace = settings.store.grace() if grace is None else grace
+    grace = settings.store.gc_grace if grace is None else grace
     now = time.time() if now is None else now
     report = collect(Stores.for_settings(settings.store), grace=grace, now=now, full=full,
                      dry_run=dry_run, progress=progress)

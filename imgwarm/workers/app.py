@@ -26,8 +26,8 @@ def make_app(settings: QueueSettings, role: Role = "client") -> Celery:
     fast = settings.broker_timeout
     transport = {
         # A job taken by a worker that died is handed out again after this long.
-        "visibility_timeout": settings.visibility_timeout,
-        "unacked_restore_interval": max(1, min(10, settings.visibility_timeout // 4)),
+        "visibility_timeout": int(settings.visibility_timeout),
+        "unacked_restore_interval": max(1, min(10, int(settings.visibility_timeout) // 4)),
         "unacked_restore_throttle": 1,
     }
     app.conf.update(
@@ -42,7 +42,7 @@ def make_app(settings: QueueSettings, role: Role = "client") -> Celery:
         task_time_limit=settings.task_time_limit,
         task_track_started=True,
         result_extended=True,  # retries and arguments are kept with the state
-        result_expires=settings.result_expires,
+        result_expires=int(settings.result_expires),
         worker_max_tasks_per_child=settings.worker_max_tasks_per_child,
         worker_max_memory_per_child=settings.worker_max_memory_mib * 1024,  # KiB
         broker_transport_options=transport,

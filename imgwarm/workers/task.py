@@ -47,7 +47,7 @@ def run_job(key: str, settings: Settings, credits: Credits) -> dict[str, Any]:
     except TransientStorageError:
         raise
     except SoftTimeLimitExceeded:
-        fail(key, f"took longer than {settings.queue.task_soft_time_limit} s "
+        fail(key, f"took longer than {settings.queue.task_soft_time_limit:g} s "
              "(task_soft_time_limit)", settings, credits)
     except ImgwarmError as error:
         raise JobFailed(str(error)) from None
@@ -84,7 +84,7 @@ class StartCounter:
 
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.client = getattr(app.backend, "client", None)  # None: not a Redis backend
-        self.ttl = settings.queue.visibility_timeout * (settings.queue.task_max_lost + 2)
+        self.ttl = int(settings.queue.visibility_timeout * (settings.queue.task_max_lost + 2))
 
     def start(self, job: str) -> int:
         """How many times the job has started without ending, this time included."""
@@ -134,7 +134,7 @@ def register(app: Celery, settings: Settings) -> None:
         autoretry_for=(TransientStorageError,),
         throws=(JobFailed,),  # an expected end: logged in one line, without a traceback
         retry_backoff=1,
-        retry_backoff_max=settings.queue.retry_backoff_max,
+        retry_backoff_max=int(settings.queue.retry_backoff_max),
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
     )
@@ -160,7 +160,7 @@ def register(app: Celery, settings: Settings) -> None:
         autoretry_for=(TransientStorageError,),
         throws=(JobFailed,),
         retry_backoff=1,
-        retry_backoff_max=settings.queue.retry_backoff_max,
+        retry_backoff_max=int(settings.queue.retry_backoff_max),
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
     )

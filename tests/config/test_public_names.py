@@ -38,12 +38,12 @@ CHANGED: dict[str, tuple[str, Any]] = {
     "result_backend": ("redis://h:1/3", "redis://h:1/3"),
     "origin_root": ("/srv/o", "/srv/o"), "manifest_root": ("/srv/m", "/srv/m"),
     "nvme_root": ("/srv/nvme", "/srv/nvme"), "ram_root": ("/dev/shm/r", "/dev/shm/r"),
-    "cache_state": ("/srv/state", "/srv/state"), "ram_budget": ("2G", str(2 << 30)),
-    "nvme_budget": ("50%", "50%"), "hot_half_life": ("7d", "7d"),
+    "cache_state": ("/srv/state", "/srv/state"), "ram_budget": ("2G", 2 << 30),
+    "nvme_budget": ("50%", "50%"), "hot_half_life": ("7d", 7 * 86400.0),
     "access_logs": ("/var/log/a.log,/var/log/b*", ["/var/log/a.log", "/var/log/b*"]),
     "log_format": ("$request_method $uri $status", "$request_method $uri $status"),
     "image_prefix": ("img/", "/img/"),
-    "gc_grace": ("36h", "36h"),
+    "gc_grace": ("36h", 36 * 3600.0), "max_memory": ("4G", 4 << 30),
 }
 NEEDS = {"origin": {"s3_bucket": "photos"}}  # settings only valid together with another
 

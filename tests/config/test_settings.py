@@ -59,3 +59,30 @@ def test_bad_config_file(settings: Settings, tmp_path: Path) -> None:
     broken.write_text("webp_quality = = 3\n")
     with pytest.raises(SettingsError, match=r"broken\.toml"):
         load_settings(broken)
+
+
+def test_a_bad_value_is_one_line_naming_the_setting_its_variable_and_what_is_allowed() -> None:
+    for given, said in (({"max_bytes": "64Q"}, "max_bytes = '64Q'"),
+                        ({"gc_grace": "a week"}, "gc_grace = 'a week'"),
+                        ({"ram_budget": "200%"}, "ram_budget = '200%'"),
+                        ({"webp_effort": 9}, "webp_effort = 9")):
+        with pytest.raises(SettingsError) as refused:
+            load_settings(**given)
+        (line,) = str(refused.value).splitlines()
+        name = next(iter(given))
+        assert line.startswith(f"invalid setting {said} ") and f"IMGWARM_{name.upper()}" in line
+        assert "allowed: " in line or "give " in line
+
+
+def test_digests_do_not_change_for_the_same_values_in_another_form() -> None:
+    plain = load_settings()
+    # pinned: every failure recorded before sizes were typed is still given again
+    assert plain.digest("output", "refusal") == "dfc872760954ca8e"
+    for given in ({"max_bytes": "64M"}, {"max_bytes": 64 << 20}, {"max_memory": "1G"},
+                  {"max_memory": "1024M"}, {"hot_half_life": "1d"}, {"gc_grace": "168h"},
+                  {"ram_budget": "80%"}, {"visibility_timeout": "600"}):
+        same = load_settings(**given)
+        assert same.flat() == plain.flat(), given
+        assert same.digest("output", "refusal") == plain.digest("output", "refusal"), given
+    assert load_settings(max_bytes="63M").digest("output", "refusal") != \
+        plain.digest("output", "refusal")

@@ -68,7 +68,7 @@ def test_max_memory_is_a_setting_with_a_floor() -> None:
     from imgwarm.exceptions import SettingsError
 
     assert load_settings(max_memory=2 << 30).image.max_memory == 2 << 30
-    with pytest.raises(SettingsError, match=r"max_memory.*allowed: 67108864 or more"):
+    with pytest.raises(SettingsError, match=r"max_memory.*allowed: 64M or more"):
         load_settings(max_memory=1000)
 
 
