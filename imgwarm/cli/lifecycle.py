@@ -9,6 +9,7 @@ import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.cli.report import bars
+from imgwarm.cli.setting import SettingOption
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
 
     KEY is an origin key (S3, or one given to `imgwarm enqueue`) or, with a local origin, the
     file that was optimized. Running it again is safe: a delete killed midway is finished.
-    Browsers and CDNs that cached an immutable URL keep their copy (see the README).
+    Browsers and CDNs that cached an immutable URL keep their copy (purge them there).
 
     Exit status: 0 when every key was deleted, 1 when any was unknown or failed (the others
     are still deleted), 2 for an unsafe key (then none is touched).
@@ -65,10 +66,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
 
 
 @command()
-@click.option("--grace", metavar="DURATION",
-              help="Keep variants named by no manifest for this long first (default: the "
-              "gc_grace setting, 7d): HTML that still names one may be cached that long. "
-              "0 removes them now.")
+@click.option("--grace", metavar="DURATION", cls=SettingOption, setting="gc_grace")
 @click.option("--full", is_flag=True,
               help="List every variant and read every manifest (S3: listings in parallel "
               "pages): finds what no manifest names whatever left it, and sets the "
