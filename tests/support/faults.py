@@ -224,6 +224,24 @@ def install(monkeypatch: pytest.MonkeyPatch, faults: Faults) -> None:
     monkeypatch.setattr(tiers, "Tier", tier)
 
 
+def shared_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One boto3 client per endpoint for the whole test: making one loads botocore's service
+    model (about 0.1 s), and a fault run builds stores several times (the command, the checks
+    before and after, the run again)."""
+    from imgwarm.store import s3
+
+    made: dict[tuple[Any, ...], Any] = {}
+    real = s3.make_client
+
+    def make_client(settings: Any) -> Any:
+        key = (settings.s3_endpoint_url, settings.s3_region, settings.s3_timeout)
+        if key not in made:
+            made[key] = real(settings)
+        return made[key]
+
+    monkeypatch.setattr(s3, "make_client", make_client)
+
+
 @contextlib.contextmanager
 def armed(faults: Faults, at: int, kinds: Iterable[str] | None = None, *,
           after: bool = False) -> Iterator[Faults]:
@@ -235,17 +253,46 @@ def armed(faults: Faults, at: int, kinds: Iterable[str] | None = None, *,
         faults.at = 0
 
 
-def plan(counts: dict[str, int], *, sample: int | None = None, seed: int = 0
-         ) -> list[tuple[str, int]]:
-    """Which calls to fail, as (kind, number within the kind): every call (``sample`` None);
-    else every call of the kinds that remove or replace, and a seeded sample of ``sample``
-    of the others (reads, listings, look-ups)."""
+Target = tuple[str, int, bool]  # (kind, number within the kind, fail after the call)
+
+
+def plan(counts: dict[str, int], *, budget: int | None = None, sample: int | None = None,
+         after: bool = False, seed: int = 0) -> list[Target]:
+    """Which calls to fail, each as (kind, number within the kind, after it was made):
+
+    - every call (budget and sample None), and with ``after`` every call that removes or
+      replaces failing once more, after it was made;
+    - ``sample``: every call of the kinds that remove or replace (before, and after when
+      asked), and a seeded sample of ``sample`` of the others (reads, listings, look-ups);
+    - ``budget``: no more than that many runs, seeded: one call of each kind first (those
+      that remove or replace first), then more of those, then of the others; with
+      ``after``, those that remove or replace are failed after the call too.
+    """
     import random
 
-    every = [(kind, n) for kind, count in sorted(counts.items()) for n in range(1, count + 1)]
-    if sample is None:
+    rnd = random.Random(seed)
+    before = [(kind, n, False) for kind, count in sorted(counts.items())
+              for n in range(1, count + 1)]
+    late = [(kind, n, True) for kind, n, _ in before if kind in MUTATING] if after else []
+    every = before + late
+    if budget is None and sample is None:
         return every
-    chosen = [(k, n) for k, n in every if k in MUTATING]
-    rest = [(k, n) for k, n in every if k not in MUTATING]
-    chosen += random.Random(seed).sample(rest, min(sample, len(rest)))
+    if sample is not None:
+        rest = [t for t in before if t[0] not in MUTATING]
+        return sorted([t for t in every if t[0] in MUTATING]
+                      + rnd.sample(rest, min(sample, len(rest))))
+    assert budget is not None
+    if len(every) <= budget:
+        return every
+    chosen: set[Target] = set()
+    for kind in sorted(counts, key=lambda k: (k not in MUTATING, k)):
+        chosen.add((kind, rnd.randint(1, counts[kind]), False))
+    removing = [t for t in every if t[0] in MUTATING]
+    others = [t for t in every if t[0] not in MUTATING]
+    rnd.shuffle(removing)
+    rnd.shuffle(others)
+    for target in removing + others:
+        if len(chosen) >= budget:
+            break
+        chosen.add(target)
     return sorted(chosen)

@@ -20,13 +20,13 @@ import hashlib
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from imgwarm.config import Settings
 from imgwarm.config.store import StoreSettings
-from imgwarm.manifest import Manifest, Record, Tombstone
+from imgwarm.manifest import Manifest, Record, Tombstone, parse_record
 from imgwarm.store import Stores
-from imgwarm.store.references import key_digest
+from imgwarm.store.references import REFS, key_digest
 
 
 def real_stores(settings: Settings | StoreSettings) -> Stores:
@@ -41,9 +41,35 @@ def origin_variants(stores: Stores) -> set[str]:
     return {str(p) for p in stores.origin.files() if stores.layout.holds(str(p))}
 
 
+@dataclass
+class Listed:
+    """The manifest store as one listing shows it: its records and its claim markers (one
+    listing of the whole store, not imgwarm's own listing of each shard folder: on S3 that
+    is 128 requests, and these checks run after every fault)."""
+
+    records: dict[str, Record]
+    claims: dict[str, set[str]]  # variant path -> digests of the sources claiming it
+
+
+def listed(stores: Stores) -> Listed:
+    store, layout = stores.manifests.store, stores.layout
+    found: dict[str, Record] = {}
+    claims: dict[str, set[str]] = {}
+    for key in store.files():
+        parts = key.parts
+        if parts[0] == REFS and len(parts) == layout.levels + 3:
+            claims.setdefault(str(PurePosixPath(*parts[1:-1])), set()).add(key.name)
+        elif key.suffix == ".json" and len(parts) == layout.levels + 1:
+            raw = store.read(key)
+            record = parse_record(raw) if raw is not None else None
+            if record is not None and stores.manifests.key_path(record.key) == key:
+                found[record.key] = record
+    return Listed(found, claims)
+
+
 def records(stores: Stores) -> dict[str, Record]:
     """Every record that can be read, by key."""
-    return {record.key: record for record in stores.manifests.everything()}
+    return listed(stores).records
 
 
 def live_names(found: dict[str, Record]) -> dict[str, set[str]]:
@@ -92,11 +118,11 @@ def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool 
     """I1 (and the claims), I2 against ``before``, I3 for the foreign files it saw.
     ``grace_passed``: the step may remove what no manifest names any more (gc with grace 0);
     else only a tombstone's variants may go."""
-    found = records(stores)
+    seen = listed(stores)
+    found, claims = seen.records, seen.claims
     named = live_names(found)
     files = origin_variants(stores)
     problems: list[str] = []
-    claims = stores.manifests.references.by_variant()
     for path, keys in sorted(named.items()):
         for key in sorted(keys):
             if path not in files:
@@ -132,7 +158,7 @@ def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool 
 def tiers_match_index(settings: Settings) -> list[str]:
     """After a warm run that completed: every file warm's index says a tier holds is there,
     whole in size, and nothing is left half done (``placing``/``evicting``)."""
-    from imgwarm.cache.warm import INDEX
+    from imgwarm.cache.lock import INDEX
 
     path = settings.cache.cache_state / INDEX
     if not path.exists():
