@@ -145,7 +145,7 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
     from imgwarm.store.layout import Layout
 
     settings = settings_for(work, ram)
-    stores = Stores.forsettings_for(settings.store)
+    stores = Stores.for_settings(settings.store)
     journal = stores.manifests.changes
     assert journal is not None
     tiers = Tiers.open(settings.cache.ram_root, settings.cache.nvme_root,
