@@ -1,0 +1,160 @@
+"""SIGKILL at random moments (issue 22): the real CLI (optimize, delete, gc --full, warm --full)
+runs as a process group on a local origin and is killed, children and all, after a seeded
+random delay; the invariants are checked on the real files (tests/support/invariants.py), then
+the command runs again to the end and must leave them whole and the work done, as a run that
+was never killed does.
+
+The delay is drawn between the interpreter's start-up and the length of a whole run of that
+command, measured first: most kills land in the work, some in the start-up, a few after the
+end (counted apart). The scenes are test_faults.py's, restored before each kill.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imgwarm.config import Settings
+from tests.lifecycle.test_faults import (
+    Scene,
+    base_scene,
+    batch,
+    deleted,
+    differences,
+    gc_scene,
+    made_manifests,
+    optimize_scene,
+    tiers_held,
+    variants_left,
+    warm_scene,
+)
+from tests.support.invariants import check, real_stores, snapshot
+from tests.support.servers import IMGWARM, clean_env
+from tests.support.tmpfs import mounted_tmpfs
+
+pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
+KILLS = 10  # a command
+SEED = 22
+
+
+@pytest.fixture
+def on_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path / "scene", "256m") as root:
+        yield root
+
+
+def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """The scene's settings as IMGWARM_* variables (the shard layout included: a process
+    that read another would look for every file in the wrong folder)."""
+    flat = settings.flat()
+    names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state",
+             "ram_budget", "ram_max_width", "max_dir_entries", "shard_levels")
+    env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
+    env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
+    env["IMGWARM_FSYNC"] = "false"
+    return clean_env(**{**env, **extra})
+
+
+@dataclass
+class Killed:
+    """A command to kill: its arguments (given the scene), environment, what a whole run
+    leaves, and whether it may remove what no manifest names (gc --grace 0)."""
+
+    arguments: Callable[[Scene], list[str]]
+    outcome: Callable[[Scene, Settings], Any]
+    extra: dict[str, str]
+    grace_passed: bool = False
+
+
+def optimize_arguments(scene: Scene) -> list[str]:
+    return ["optimize", *map(str, batch(scene)), scene.keys["second"]]
+
+
+def optimize_outcome(scene: Scene, settings: Settings) -> Any:
+    keys = [str(p.resolve()) for p in batch(scene)]
+    return made_manifests([*keys, "second"])(scene, settings)
+
+
+KILLED: dict[str, tuple[Callable[[Scene], None], Killed]] = {
+    # two identical uploads and a source made again with other widths, in one batch
+    "optimize": (optimize_scene, Killed(optimize_arguments, optimize_outcome,
+                                        {"IMGWARM_WIDTHS": "480,960"})),
+    "delete": (lambda scene: None, Killed(lambda s: ["delete", s.keys["first"]], deleted, {})),
+    "gc-full": (gc_scene, Killed(lambda s: ["gc", "--full", "--grace", "0"], variants_left,
+                                 {}, grace_passed=True)),
+    "warm-full": (warm_scene, Killed(lambda s: ["warm", "--full"], tiers_held, {})),
+}
+
+
+def run(arguments: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(IMGWARM), *arguments], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def start_up(env: dict[str, str], cwd: Path) -> float:
+    """Seconds from exec to a command's first work, about: the interpreter and the CLI."""
+    started = time.monotonic()
+    run(["--help"], env, cwd)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("name", list(KILLED))
+def test_sigkill_at_random_moments(name: str, request: pytest.FixtureRequest,
+                                   settings: Settings, on_tmpfs: Path, ram: Path) -> None:
+    build, command = KILLED[name]
+    scene = base_scene("local", request, settings, on_tmpfs, ram)
+    build(scene)
+    scene.save()
+    cwd = on_tmpfs
+
+    settings = scene.fresh()
+    env = cli_env(settings, **command.extra)
+    arguments = command.arguments(scene)
+    before = snapshot(real_stores(settings), scene.tiers, scene.planted)
+    started = time.monotonic()
+    whole = run(arguments, env, cwd)
+    duration = time.monotonic() - started
+    assert whole.returncode == 0, whole.stderr
+    expected = command.outcome(scene, settings)
+    assert not check(real_stores(settings), before, grace_passed=command.grace_passed)
+    early = start_up(env, cwd)
+
+    rnd = random.Random(f"{SEED}-{name}")
+    problems: list[str] = []
+    killed = 0
+    for number in range(KILLS):
+        settings = scene.fresh()
+        delay = rnd.uniform(early * 0.8, max(duration, early))
+        process = subprocess.Popen([str(IMGWARM), *arguments], env=env, cwd=cwd,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)  # its own group: children too
+        try:
+            process.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            killed += 1
+        where = f"{name} kill {number} at {delay:.2f} s"
+        found = [f"after the kill: {p}" for p in
+                 check(real_stores(settings), before, grace_passed=command.grace_passed)]
+        again = run(arguments, env, cwd)
+        if again.returncode != 0:
+            found.append(f"the run again failed ({again.returncode}): {again.stderr[-500:]}")
+        found += [f"after the run again: {p}" for p in
+                  check(real_stores(settings), before, grace_passed=command.grace_passed)]
+        found += [f"not completed: {d}" for d in
+                  differences(command.outcome(scene, settings), expected)]
+        problems += [f"{where}: {p}" for p in found]
+    print(f"\n{name}: {killed} of {KILLS} runs killed (whole run {duration:.2f} s, start-up "
+          f"{early:.2f} s)")
+    assert killed >= KILLS // 2, "most kills must land before the end"
+    assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} in all)"
