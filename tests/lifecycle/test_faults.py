@@ -31,6 +31,7 @@ import shutil
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,11 +74,12 @@ WEEK = 7 * 86400.0
 EVERY = os.environ.get("IMGWARM_FAULTS") == "all"
 S3_SAMPLE = 25  # with EVERY: calls failed on S3 besides every one that removes or replaces
 LOCAL_BUDGET, S3_BUDGET = 20, 5  # by default: fault runs a command
+RACE_YIELD = 0.02  # seconds, at most, the batch's threads sleep at a race point
 # 8 top shard folders instead of 128: imgwarm lists a store a top folder at a time (a request
 # each on S3), and every listing is a call the harness fails in turn; the code is the same.
 SHARD_ENTRIES = 16
 SUMMARY: dict[str, dict[str, Any]] = {}
-SUMMARY_FILE = Path("/tmp/imgwarm-22-faults.json")
+SUMMARY_FILE = Path(f"/tmp/imgwarm-22-faults{'-all' if EVERY else ''}.json")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -281,14 +283,27 @@ def batch(scene: Scene) -> list[Path]:
 
 
 def optimize_batch(scene: Scene, settings: Settings, faults: Faults) -> None:
-    """Two identical uploads in one batch: each succeeds or fails on its own."""
+    """Two identical uploads in one batch, each in a thread of its own as ``run_batch`` does,
+    each succeeding or failing on its own. The race points yield a moment (as with
+    IMGWARM_RACE_YIELD), so that one upload's cleanup after a fault often meets the other's
+    claims on the same files."""
+    from imgwarm import racepoints
+
     stores = faulty_stores(real_stores(settings), faults)
-    failed: list[StorageError] = []
-    for path in batch(scene):
+
+    def one(path: Path) -> StorageError | None:
         try:
             optimize_file(path, settings=settings, stores=stores, pixels=PIXELS)
         except StorageError as error:
-            failed.append(error)
+            return error
+        return None
+
+    was, racepoints._YIELD = racepoints._YIELD, RACE_YIELD
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            failed = [e for e in pool.map(one, batch(scene)) if e is not None]
+    finally:
+        racepoints._YIELD = was
     if failed:
         raise failed[0]
 
@@ -356,6 +371,14 @@ def optimize_scene(scene: Scene) -> None:
         photo_file(scene.site, f"up/{folder}/dup.jpg", seed=7)
 
 
+def unbuilt_scene(scene: Scene) -> None:
+    """A store whose references are not known to be built (made before them, or it lost
+    their record): who else names a variant cannot be told from them."""
+    from imgwarm.store.references import BUILT
+
+    real_stores(scene.site.settings).manifests.store.delete(BUILT)
+
+
 def gc_scene(scene: Scene) -> None:
     """Unnamed variants of every kind: a source made again with other widths (dropped
     markers), a delete stopped after its tombstone, and a file no manifest or claim knows
@@ -406,6 +429,7 @@ COMMANDS: dict[str, tuple[Callable[[Scene], None], Command]] = {
     "optimize-remake": (lambda scene: None, Command(
         "optimize-remake", optimize_remake, made_manifests(["second"]))),
     "delete": (lambda scene: None, Command("delete", delete_first, deleted)),
+    "delete-unbuilt": (unbuilt_scene, Command("delete-unbuilt", delete_first, deleted)),
     "gc-grace0": (gc_scene, Command("gc-grace0", collecting(0.0, False), variants_left,
                                     grace_passed=True)),
     "gc-full-grace0": (gc_scene, Command("gc-full-grace0", collecting(0.0, True),
