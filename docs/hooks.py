@@ -64,7 +64,11 @@ def paragraphs(text: str) -> list[str]:
     """A click or Python docstring's paragraphs (``\\b`` blocks keep their lines)."""
     found = []
     for block in re.split(r"\n\s*\n", inspect.cleandoc(text or "")):
-        if block.startswith("\b"):
+        if block.startswith("- "):  # a list: one item a line
+            items = re.split(r"\n(?=- )", block)
+            found.append("\n".join(" ".join(line.strip() for line in item.split("\n"))
+                                   for item in items))
+        elif block.startswith("\b"):
             lines = block.split("\n")[1:]
             found.append("\n".join(f"{line}  " for line in lines))  # hard line breaks
         else:
@@ -93,7 +97,8 @@ def cli_page() -> str:
         "",
         "*Generated from the commands themselves (`imgwarm.cli`): what `imgwarm COMMAND "
         "--help` prints. An option that sets a setting links to it; its help is the "
-        "setting's own description.*",
+        "setting's own description.* How a command ends, and what each error means: "
+        "[errors and exit codes](security.md#errors-and-exit-codes).",
         "",
         f"```\nimgwarm {' '.join(cli.collect_usage_pieces(root))}\n```",
         "",
@@ -204,6 +209,7 @@ _AFFECTS = {
 
 def settings_page() -> str:
     import imgwarm.config as config
+    import imgwarm.config.units as units
     from imgwarm.cli.setting import shown_default
     from imgwarm.config import GROUPS
 
@@ -221,6 +227,14 @@ def settings_page() -> str:
         "`imgwarm config` prints the settings in effect; `imgwarm config --json` as JSON. "
         "A value outside its range is refused at start, naming the setting, where it came "
         "from and what is allowed (exit status 2).",
+        "",
+        "## Sizes and durations {#units}",
+        "",
+        *(markdown_text(p, links) + "\n" for p in paragraphs(units.__doc__ or "")[:2]),
+        "Values are parsed once, when the settings load, into bytes and seconds: `imgwarm "
+        "config` prints them so (`max_bytes = 67108864`, `hot_half_life = 86400.0`), and that "
+        "TOML loads back as it is. `imgwarm gc --grace` and `imgwarm warm --every` take the "
+        "same forms as a duration.",
         "",
     ]
     for group, model in GROUPS.items():
