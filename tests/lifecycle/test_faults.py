@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 
 from imgwarm.config import ImageSettings, Settings
-from imgwarm.exceptions import StorageError
+from imgwarm.exceptions import StorageError, UnreadableSource
 from imgwarm.lifecycle.delete import delete
 from imgwarm.lifecycle.gc import collect, gc
 from imgwarm.manifest import Credits, Manifest, Placeholder
@@ -276,6 +276,22 @@ class Command:
     run: Callable[[Scene, Settings, Faults], None]
     outcome: Callable[[Scene, Settings], Any]  # what a clean run leaves, to compare with
     grace_passed: bool = False  # it may remove what no manifest names (gc --grace 0)
+    refused: tuple[type[Exception], ...] = ()  # what a clean run raises too
+
+
+def attempt(command: Command, scene: Scene, settings: Settings, faults: Faults,
+            *, faulted: bool) -> str | None:
+    """Run the command; None when it ended as expected (a StorageError is, under a fault),
+    else what is wrong."""
+    try:
+        command.run(scene, settings, faults)
+    except command.refused:
+        return None
+    except StorageError as error:
+        return None if faulted else f"failed: {error!r}"
+    except Exception as error:  # not a storage error: the command broke
+        return f"unexpected {error!r}"
+    return None
 
 
 def batch(scene: Scene) -> list[Path]:
@@ -372,11 +388,35 @@ def optimize_scene(scene: Scene) -> None:
 
 
 def unbuilt_scene(scene: Scene) -> None:
-    """A store whose references are not known to be built (made before them, or it lost
-    their record): who else names a variant cannot be told from them."""
-    from imgwarm.store.references import BUILT
+    """A store whose manifests predate the references (or that lost them): no claim marker,
+    no record that they were built. Who else names a variant cannot be told from them."""
+    from imgwarm.store.references import BUILT, REFS
 
-    real_stores(scene.site.settings).manifests.store.delete(BUILT)
+    store = real_stores(scene.site.settings).manifests.store
+    for marker in list(store.files(REFS)):
+        store.delete(marker)
+    store.delete(BUILT)
+
+
+GONE = "up/ad-1/bike.jpg"  # an original in the origin, made, then moved away
+
+
+def gone_scene(scene: Scene) -> None:
+    """A source made from an original in the origin (by key), whose original is gone since:
+    the job is delivered again."""
+    from imgwarm.pipeline.optimize import optimize_key
+
+    stores = real_stores(scene.site.settings)
+    stores.origin.write(GONE, PHOTOS[(1200, 800, 1)])
+    optimize_key(GONE, settings=scene.site.settings, stores=stores, pixels=PIXELS)
+    stores.origin.delete(GONE)
+
+
+def optimize_gone(scene: Scene, settings: Settings, faults: Faults) -> None:
+    from imgwarm.pipeline.optimize import optimize_key
+
+    optimize_key(GONE, settings=settings, stores=faulty_stores(real_stores(settings), faults),
+                 pixels=PIXELS)
 
 
 def gc_scene(scene: Scene) -> None:
@@ -428,6 +468,8 @@ COMMANDS: dict[str, tuple[Callable[[Scene], None], Command]] = {
             [str(p.resolve()) for p in batch(s)])(s, st))),
     "optimize-remake": (lambda scene: None, Command(
         "optimize-remake", optimize_remake, made_manifests(["second"]))),
+    "optimize-gone": (gone_scene, Command(
+        "optimize-gone", optimize_gone, made_manifests([GONE]), refused=(UnreadableSource,))),
     "delete": (lambda scene: None, Command("delete", delete_first, deleted)),
     "delete-unbuilt": (unbuilt_scene, Command("delete-unbuilt", delete_first, deleted)),
     "gc-grace0": (gc_scene, Command("gc-grace0", collecting(0.0, False), variants_left,
@@ -472,7 +514,8 @@ def exercise(scene: Scene, command: Command, faults: Faults, origin: str,
     settings = scene.fresh()
     before = snapshot(real_stores(settings), scene.tiers, scene.planted)
     faults.reset()
-    command.run(scene, settings, faults)
+    wrong = attempt(command, scene, settings, faults, faulted=False)
+    assert wrong is None, f"{label}: a clean run {wrong}"
     counts = faults.counts()
     expected = command.outcome(scene, settings)
     clean = check(real_stores(settings), before, grace_passed=command.grace_passed)
@@ -482,25 +525,19 @@ def exercise(scene: Scene, command: Command, faults: Faults, origin: str,
     injected = 0
     for kind, number, late in chosen:
         settings = scene.fresh()
-        failed: str | None = None
         with armed(faults, number, {kind}, after=late):
-            try:
-                command.run(scene, settings, faults)
-            except StorageError as error:
-                failed = str(error)
-            except Exception as error:  # not a storage error: the command broke
-                failed = f"unexpected {error!r}"
-                problems.append(f"{label} {kind}#{number}{'/after' * late}: {failed}")
+            wrong = attempt(command, scene, settings, faults, faulted=True)
+        if wrong is not None:
+            problems.append(f"{label} {kind}#{number}{'/after' * late}: {wrong}")
         fired = faults.fired
         injected += fired is not None
         where = f"{label} {kind}#{number}{'/after' * late} ({fired or 'not reached'})"
         found = [f"after the fault: {p}" for p in
                  check(real_stores(settings), before, grace_passed=command.grace_passed)]
         faults.reset()
-        try:
-            command.run(scene, settings, faults)
-        except Exception as error:
-            found.append(f"the run again failed: {error!r}")
+        wrong = attempt(command, scene, settings, faults, faulted=False)
+        if wrong is not None:
+            found.append(f"the run again {wrong}")
         found += [f"after the run again: {p}" for p in
                   check(real_stores(settings), before, grace_passed=command.grace_passed)]
         found += [f"not completed: {d}" for d in differences(

@@ -3,12 +3,15 @@ fault, a SIGKILL, commands at the same time. Each check returns a list of violat
 readable line each (empty: all holds), so that a failing run says what broke and where.
 
     I1  every manifest that can be read names only variant files that exist in the origin;
-        and each such variant has its claim marker (else the next gc may take it);
+        and each such variant has its claim marker (else the next gc may take it), once the
+        store's references are built (a store older than them has none until gc's first);
     I2  no file a live source named before the step was removed, unless every source that
         named it was deleted (a takedown removes at once); with the grace period running
         (the default 7 days) nothing else goes either, but a tombstone's variants;
     I3  a tier only loses files of the variant shape that warm placed: every other file found
-        there before (a dot file, another program's, another state folder's copy) stays.
+        there before (a dot file, another program's, another state folder's copy) stays;
+    I4  a source that had a manifest still has one, or a tombstone: a failed or repeated job
+        never leaves it worse (a failure recorded over it would release its claims).
 
 A snapshot is taken before the step, the check after it; both read the stores directly
 (``real_stores``: never a wrapper that may fail).
@@ -26,7 +29,7 @@ from imgwarm.config import Settings
 from imgwarm.config.store import StoreSettings
 from imgwarm.manifest import Manifest, Record, Tombstone, parse_record
 from imgwarm.store import Stores
-from imgwarm.store.references import REFS, key_digest
+from imgwarm.store.references import BUILT, REFS, key_digest
 
 
 def real_stores(settings: Settings | StoreSettings) -> Stores:
@@ -97,6 +100,7 @@ class Snapshot:
     named: dict[str, set[str]]  # variant path -> keys of live manifests naming it
     variants: set[str]  # every variant-shaped file in the origin
     foreign: dict[Path, str | None] = field(default_factory=dict)  # tier file -> its hash
+    made: set[str] = field(default_factory=set)  # keys with a manifest
 
 
 def snapshot(stores: Stores, tier_roots: Iterable[Path] = (),
@@ -110,12 +114,14 @@ def snapshot(stores: Stores, tier_roots: Iterable[Path] = (),
             relative = path.relative_to(root).as_posix()
             if not stores.layout.holds(relative):
                 foreign.setdefault(path, None)
-    return Snapshot(live_names(records(stores)), origin_variants(stores), foreign)
+    found = records(stores)
+    return Snapshot(live_names(found), origin_variants(stores), foreign,
+                    {k for k, r in found.items() if isinstance(r, Manifest)})
 
 
 def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool = False,
           ) -> list[str]:
-    """I1 (and the claims), I2 against ``before``, I3 for the foreign files it saw.
+    """I1 (and the claims), I2 against ``before``, I3 for the foreign files it saw, I4.
     ``grace_passed``: the step may remove what no manifest names any more (gc with grace 0);
     else only a tombstone's variants may go."""
     seen = listed(stores)
@@ -123,11 +129,13 @@ def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool 
     named = live_names(found)
     files = origin_variants(stores)
     problems: list[str] = []
+    built = stores.manifests.store.exists(BUILT)  # else no claim is promised (gc builds them)
     for path, keys in sorted(named.items()):
         for key in sorted(keys):
             if path not in files:
                 problems.append(f"I1: the manifest of {key} names {path}, not in the origin")
-            if stores.layout.holds(path) and key_digest(key) not in claims.get(path, set()):
+            if built and stores.layout.holds(path) and \
+                    key_digest(key) not in claims.get(path, set()):
                 problems.append(f"I1: the manifest of {key} names {path} without its claim "
                                 f"(refs/{path}/{key_digest(key)})")
     if before is None:
@@ -147,6 +155,9 @@ def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool 
         elif path not in taken_down:
             problems.append(f"I2: {path}, named by no live source and no tombstone, was "
                             "removed within the grace period")
+    for key in sorted(before.made):
+        if not isinstance(found.get(key), Manifest | Tombstone):
+            problems.append(f"I4: {key} had a manifest; now {found.get(key)!r}")
     for path, digest in sorted(before.foreign.items()):
         if not path.is_file():
             problems.append(f"I3: {path} (not placed by warm) was removed from its tier")
