@@ -237,10 +237,10 @@ def on_tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 
 def base_scene(origin: str, request: pytest.FixtureRequest, settings: Settings,
-               folder: Path, ram: Path) -> Scene:
+               folder: Path, ram: Path, *, entries: int = SHARD_ENTRIES) -> Scene:
     """Two sources and a twin of the first (the same bytes and name, made with fewer widths:
     it shares some of its variants, not all), the references built by a first gc."""
-    options: dict[str, object] = {"max_dir_entries": SHARD_ENTRIES}
+    options: dict[str, object] = {"max_dir_entries": entries}
     server = None
     if origin == "s3":
         server = request.getfixturevalue("s3_server")
