@@ -70,7 +70,7 @@ def ends_apart(sources: Path, settings: Settings, cwd: Path) -> float:
     return took["optimize"] - took["delete"]
 
 
-def wait_all(running: dict[str, subprocess.Popen[str]], timeout: float = 180.0
+def wait_all(running: dict[str, subprocess.Popen[bytes]], timeout: float = 180.0
              ) -> dict[str, float]:
     """Wait for every process; when each ended (monotonic seconds)."""
     ended: dict[str, float] = {}
@@ -145,7 +145,7 @@ def test_optimize_delete_gc_and_warm_at_once(request: pytest.FixtureRequest,
         delays = {name: rnd.uniform(0.0, STAGGER) for name in commands}
         delays["delete"] = max(0.0, delays["optimize-upload"] + lag + rnd.uniform(-0.4, 0.4))
         offsets = sorted((delay, name) for name, delay in delays.items())
-        running: dict[str, subprocess.Popen[str]] = {}
+        running: dict[str, subprocess.Popen[bytes]] = {}
         logs = on_tmpfs / "logs" / f"r{rounds}"
         logs.mkdir(parents=True)
         begun = time.monotonic()

@@ -183,7 +183,7 @@ class Scene:
         settings = self.site.settings
         if self.template is None:
             return settings
-        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
         from moto.s3.models import s3_backends
 
         backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
@@ -196,7 +196,7 @@ class Scene:
 
     def drop_buckets(self) -> None:
         """The buckets of earlier runs (moto keeps every object in this process's memory)."""
-        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
         from moto.s3.models import s3_backends
 
         backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]

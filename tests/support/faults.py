@@ -105,7 +105,7 @@ class Faults:
         """What failed (the kind, its number and the call), None when nothing did."""
         if not self._counts[_FIRED]:
             return None
-        return self._fired.value.decode(errors="replace")
+        return bytes(self._fired.value).decode(errors="replace")
 
     def _tick(self, kind: str, what: str) -> str | None:
         """Count a call; the message of the fault when this one must fail."""
@@ -203,8 +203,7 @@ def faulty_stores(real: Stores, faults: Faults) -> Stores:
     counted once, as ``journal``."""
     manifests = real.manifests
     journal = None if manifests.changes is None else FaultyJournal(manifests.changes, faults)
-    wrapped = ManifestStore(faulty(manifests.store, faults), real.layout,
-                            journal)  # type: ignore[arg-type]
+    wrapped = ManifestStore(faulty(manifests.store, faults), real.layout, journal)
     return Stores(faulty(real.origin, faults), wrapped, real.layout)
 
 

@@ -158,11 +158,11 @@ def check(stores: Stores, before: Snapshot | None = None, *, grace_passed: bool 
     for key in sorted(before.made):
         if not isinstance(found.get(key), Manifest | Tombstone):
             problems.append(f"I4: {key} had a manifest; now {found.get(key)!r}")
-    for path, digest in sorted(before.foreign.items()):
-        if not path.is_file():
-            problems.append(f"I3: {path} (not placed by warm) was removed from its tier")
-        elif digest is not None and _digest(path) != digest:
-            problems.append(f"I3: {path} (not placed by warm) was overwritten")
+    for file, digest in sorted(before.foreign.items()):
+        if not file.is_file():
+            problems.append(f"I3: {file} (not placed by warm) was removed from its tier")
+        elif digest is not None and _digest(file) != digest:
+            problems.append(f"I3: {file} (not placed by warm) was overwritten")
     return problems
 
 
