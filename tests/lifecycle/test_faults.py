@@ -3,6 +3,16 @@ on the local origin and on S3 over moto's real HTTP server; after each, the inva
 checked on the real files (tests/support/invariants.py), then the command runs again without
 faults and must leave the invariants whole and the work done, as a clean run does it.
 
+The commands, each on a scene of its own (two sources and a twin of the first that shares
+some of its variants, the references built, plus): optimize of two identical uploads at once
+(``optimize-batch``), of a source again with other widths (``-remake``), of a source by key
+whose original is gone (``-gone``: a redelivered job); delete of the twin's original, on a
+store with its references and on one without (``delete-unbuilt``); gc usual and full, with
+grace 0 and with the default grace, over variants unnamed every way (a source made again, a
+delete stopped after its tombstone, a file no manifest or claim knows); warm and warm --full
+after a first warm, a source deleted and one added, with files warm never placed in both
+tiers (a dot file, another name, a variant-shaped copy of another state folder).
+
 A scene is built once per test and restored for every fault (local roots copied back, the
 tiers hard-linked so that warm's record of the very files it wrote still holds; on S3 the
 bucket copied inside moto's backend, which runs in this process). The pixel work is made
@@ -58,7 +68,6 @@ from tests.support.faults import (
     shared_clients,
 )
 from tests.support.invariants import (
-    Snapshot,
     check,
     in_tier,
     origin_variants,
@@ -149,7 +158,6 @@ class Scene:
     server: Any = None  # the moto S3Server, on S3
     template: str | None = None  # the bucket saved, on S3
     buckets: list[str] = field(default_factory=list)
-    before: Snapshot | None = None
 
     @property
     def tiers(self) -> list[Path]:
