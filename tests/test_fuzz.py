@@ -19,6 +19,8 @@ from tests.support.fuzzing import (
     synthetic_seeds,
 )
 
+pytestmark = pytest.mark.slow
+
 CASES = int(os.environ.get("IMGWARM_FUZZ_CASES", "300"))
 
 

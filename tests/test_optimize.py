@@ -123,6 +123,7 @@ def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:
     assert all(os.stat(p).st_mode & 0o444 == 0o444 for p in files)
 
 
+@pytest.mark.slow
 def test_a_strip_too_tall_for_webp_is_made_as_tall_as_webp_allows(settings: Settings) -> None:
     strip = photo(20, 1700).resize(10)  # 200x17000: fine as a JPEG, too tall for WebP
     manifest = run(bytes(strip.jpegsave_buffer(Q=80)), "strip.jpg", settings)

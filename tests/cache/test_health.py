@@ -7,10 +7,14 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from imgwarm.cache.heartbeat import beat, last
 from tests.support.cli import Cli
 from tests.support.servers import IMGWARM, clean_env, wait_for
 from tests.support.sites import Site
+
+pytestmark = pytest.mark.slow
 
 
 def test_warm_every_is_healthy_while_it_runs(site: Site) -> None:

@@ -91,6 +91,7 @@ def peak(file: Path, data: bytes) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 def test_memory_follows_what_can_be_placed_not_distinct_junk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(logs, "PROCESSES", 1)  # all of it parsed here, where it is traced

@@ -16,6 +16,7 @@ import pytest
 
 from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import SettingsError
+from tests.support import parts
 from tests.support.cli import Cli
 from tests.support.sites import Site, thumbnails
 
@@ -23,9 +24,9 @@ SHM = Path("/dev/shm")
 
 
 def as_nobody(*command: str) -> None:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("making a folder as another user needs root and setpriv")
-    subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+    parts.root("making a folder as another user")
+    setpriv = parts.binary("setpriv", "util-linux")
+    subprocess.run([setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                     *command], check=True)
 
 
@@ -100,6 +101,7 @@ def test_the_default_ram_root_is_a_private_folder_of_its_own(shm_name: Path,
         assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o755, folder
 
 
+@pytest.mark.slow
 def test_a_planted_file_of_the_right_size_is_replaced(site: Site) -> None:
     """Files under a tier root before warm ever wrote there (made while the root was another
     user's, or left by hand): the same size as the variant, other bytes."""
@@ -119,6 +121,7 @@ def test_a_planted_file_of_the_right_size_is_replaced(site: Site) -> None:
         assert path.read_bytes() == (origin / key).read_bytes(), path
 
 
+@pytest.mark.slow
 def test_a_file_swapped_on_nvme_is_not_copied_on_to_ram(site: Site) -> None:
     site.settings = site.settings.updated(ram_budget="4K")  # NVMe first, RAM nearly nothing
     site.warm()

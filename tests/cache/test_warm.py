@@ -25,6 +25,8 @@ from tests.support.servers import clean_env, wait_for
 from tests.support.sites import Site, make_site, synthetic, thumbnails
 from tests.support.tmpfs import mounted_tmpfs
 
+pytestmark = pytest.mark.slow
+
 PAGE = 4096
 
 

@@ -28,6 +28,7 @@ def make_batch(folder: Path) -> None:
     (folder / "notes.txt").write_text("not an image, and not picked up from a folder")
 
 
+@pytest.mark.slow
 def test_batch_json_and_exit_code(run_cli: Cli, tmp_path: Path) -> None:
     make_batch(tmp_path / "in")
     result = run_cli("optimize", "--json", "--description", UKRAINIAN, tmp_path / "in")
@@ -59,6 +60,7 @@ def test_batch_json_and_exit_code(run_cli: Cli, tmp_path: Path) -> None:
     assert by_name["empty.jpg"]["error"].endswith("empty.jpg: empty file (0 bytes), not an image")
 
 
+@pytest.mark.slow
 def test_human_output_names_the_failed_file(run_cli: Cli, tmp_path: Path) -> None:
     make_batch(tmp_path / "in")
     result = run_cli("optimize", tmp_path / "in")
@@ -160,6 +162,7 @@ def test_config_shows_effective_settings(run_cli: Cli, tmp_path: Path) -> None:
     assert "widths = [100, 200]" in toml.stdout
 
 
+@pytest.mark.slow
 def test_samples_then_optimize(run_cli: Cli, tmp_path: Path) -> None:
     assert run_cli("samples", tmp_path / "samples").exit_code == 0
     result = run_cli("optimize", "--json", tmp_path / "samples")
@@ -229,6 +232,7 @@ def imgwarm_bytes(*args: bytes | str, cwd: Path) -> subprocess.CompletedProcess[
                           check=False, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_round_trips(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()
@@ -300,6 +304,7 @@ def test_given_text_that_cannot_be_stored_is_a_usage_error(
     assert all_files(Path("var")) == []
 
 
+@pytest.mark.slow
 def test_an_output_that_is_not_utf8_gets_escapes_not_a_crash(tmp_path: Path) -> None:
     folder = tmp_path / "in"
     folder.mkdir()

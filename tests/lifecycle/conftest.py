@@ -16,7 +16,9 @@ from tests.support.sites import Site
 __all__ = ["site", "site_on"]
 
 
-@pytest.fixture(params=["local", "s3"])
+# On S3 (moto's server over HTTP) each case takes seconds: integration, and slow.
+@pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.integration,
+                                                           pytest.mark.slow])])
 def site(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
          ram: Path) -> Site:
     return site_on(request.param, request, settings, tmp_path, ram)

@@ -19,7 +19,7 @@ from tests.support.lifecycle import by_key, claims, in_origin, stores
 from tests.support.servers import clean_env
 from tests.support.sites import Site
 
-pytestmark = pytest.mark.usefixtures("ram")
+pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
 
 
 def test_a_source_and_only_its_own_variants_leave_the_origin(site: Site) -> None:
@@ -71,6 +71,7 @@ def test_the_original_goes_only_when_asked(site: Site) -> None:
     assert isinstance(record, Tombstone) and record.original
 
 
+@pytest.mark.integration
 def test_an_s3_original_goes_with_original(request: pytest.FixtureRequest, settings: object,
                                            tmp_path: Path, ram: Path) -> None:
     from imgwarm.pipeline.optimize import optimize_key

@@ -22,7 +22,7 @@ from tests.support.sites import Site
 from tests.test_imports import HEAVY, loaded_by
 
 DAY = 86400.0
-pytestmark = pytest.mark.usefixtures("ram")
+pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
 
 
 def fsck(site: Site, *args: str) -> tuple[int, dict]:  # type: ignore[type-arg]

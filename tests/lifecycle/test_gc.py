@@ -19,7 +19,7 @@ from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
 from tests.support.sites import Site, synthetic
 
 DAY = 86400.0
-pytestmark = pytest.mark.usefixtures("ram")
+pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
 
 
 def remade_narrower(site: Site) -> tuple[set[str], set[str]]:
@@ -136,6 +136,7 @@ def paths_of(manifests: list[Manifest]) -> set[str]:
     return {v.path for m in manifests for v in m.variants}
 
 
+@pytest.mark.integration
 def test_many_candidates_on_s3_are_checked_against_listings(
         request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
         ram: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from imgwarm.store.references import BUILT, REFS, key_digest
 from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
 from tests.support.sites import Site
 
-pytestmark = pytest.mark.usefixtures("ram")
+pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
 WEEK = 7 * 86400.0
 
 

@@ -15,11 +15,13 @@ import pytest
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
-from tests.serve.test_nginx import running
 from tests.support.cli import Cli
 from tests.support.lifecycle import by_key, in_origin, site_on
+from tests.support.nginx import running
 from tests.support.servers import wait_for
 from tests.support.sites import Site
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def second_server(site: Site, ram: Path) -> Site:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from imgwarm.config import Settings
 from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.batch import collect_sources, run_batch
@@ -12,6 +14,8 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.store import Stores
 from tests.support.files import all_files
 from tests.support.images import photo
+
+pytestmark = pytest.mark.slow
 
 
 def damaged_files(folder: Path) -> list[Path]:

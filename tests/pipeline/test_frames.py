@@ -5,8 +5,6 @@ reads refused on the header, in one line; no frame-type mutation ends a run with
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,10 +14,13 @@ import pytest
 import pyvips
 
 from imgwarm.pipeline.jpeg import read_header
+from tests.support import parts
 from tests.support.corpus import corpus_files, imgwarm
 from tests.support.files import all_files
 from tests.support.fuzzing import FRAMES, lossless_jpeg
 from tests.support.images import as_srgb8, decode, mean_abs_diff, photo
+
+pytestmark = pytest.mark.slow
 
 
 def grey(width: int, height: int) -> np.ndarray:
@@ -70,10 +71,7 @@ def test_lossless_jpeg_is_made_like_any_photo(tmp_path: Path, bands: int) -> Non
 
 
 def test_arithmetic_coded_jpeg_is_made(tmp_path: Path) -> None:
-    if shutil.which("jpegtran") is None:
-        if os.environ.get("CI"):
-            pytest.fail("jpegtran is missing on CI (./test.sh installs libjpeg-turbo-progs)")
-        pytest.skip("jpegtran is not installed (./test.sh installs libjpeg-turbo-progs)")
+    parts.binary("jpegtran", "libjpeg-turbo-progs")
     folder = tmp_path / "in"
     folder.mkdir()
     plain = tmp_path / "plain.jpg"

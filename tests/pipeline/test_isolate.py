@@ -28,6 +28,8 @@ from imgwarm.store import Stores, local_key
 from tests.support.files import all_files
 from tests.support.images import photo
 
+pytestmark = pytest.mark.slow
+
 BUDGET = 512 << 20
 
 

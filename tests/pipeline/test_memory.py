@@ -43,6 +43,7 @@ def test_interlaced_png_is_held_whole(settings: Settings) -> None:
     assert probe(bytes(picture.pngsave_buffer()), "p.png", settings.image).buffered == 0
 
 
+@pytest.mark.slow
 def test_a_decode_above_the_budget_alone_is_refused_on_the_header(settings: Settings) -> None:
     data = progressive_cmyk(4000, 4000)  # 122 MiB of coefficients
     cut = data[:len(data) // 3]  # proof that nothing is decoded: the pixels would fail
@@ -182,6 +183,7 @@ def big_progressive(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int],
     return copies
 
 
+@pytest.mark.slow
 def test_the_sum_of_running_decodes_stays_under_max_memory(
     big_progressive: Callable[[int], list[Path]], tmp_path: Path,
 ) -> None:
@@ -283,6 +285,7 @@ ESTIMATED = {
 
 
 @pytest.mark.parametrize("kind", sorted(ESTIMATED))
+@pytest.mark.slow
 def test_the_estimate_is_never_below_what_a_run_takes(kind: str, tmp_path: Path) -> None:
     from imgwarm.pipeline.make import plan
 

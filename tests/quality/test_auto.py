@@ -26,6 +26,8 @@ from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
 from tests.support.cli import Cli
 
+pytestmark = pytest.mark.slow
+
 TARGET, TOLERANCE = 75.0, 3.0
 
 

@@ -14,6 +14,8 @@ from PIL import Image
 from imgwarm.quality.ssimulacra2 import Reference, pixels, score
 from imgwarm.samples import photo
 
+pytestmark = pytest.mark.slow
+
 reference = pytest.importorskip("ssimulacra2")  # ./test.sh installs it (test extra)
 
 PHOTOS = ["Landscape_1.jpg", "kodim03.png", "kodim07.png", "pyvips_sample.jpg", "cat.jpg",

@@ -28,7 +28,11 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.gallery import HERO_WIDTH
 from imgwarm.store import Stores
+from tests.support import parts
+from tests.support.nginx import nginx
 from tests.support.servers import free_port, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 
 playwright = pytest.importorskip("playwright.sync_api")  # ./test.sh installs it
 
@@ -61,8 +65,7 @@ def _env(settings: Settings) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def gallery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gallery]:
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.fail("nginx is not installed (./test.sh installs it as root)")
+    nginx()
     base = tmp_path_factory.mktemp("gallery")
     ram = Path("/dev/shm") / f"imgwarm-gallery-{uuid.uuid4().hex[:8]}"
     settings = load_settings(
@@ -111,8 +114,7 @@ def _listening(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail("chromium is not installed (./test.sh installs it as root)")
+    parts.binary("chromium", fallback=CHROMIUM)
     with playwright.sync_playwright() as driver:
         launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield launched

@@ -3,97 +3,27 @@ origin, and what nginx really answered."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import shutil
-import ssl
 import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from imgwarm.config import Settings
 from imgwarm.serve.nginx import PUSH_REMOVED, NginxError, check_push, nginx_version
-from tests.support.cli import Cli
-from tests.support.servers import free_port, wait_for
+from tests.support import parts
+from tests.support.nginx import Served, emit, parse_link, running
 from tests.support.sites import Site, make_site
 
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 ODD_PAGE = "/annonces/café crème/"  # sent percent-encoded by browsers
 LONG_PAGE = "/ads/" + "-".join(["a-long-slug-for-a-classified-ad"] * 6) + "/"  # > 46 chars
-
-
-def parse_link(value: str) -> tuple[str, dict[str, str]]:
-    """One Link header's target and parameters (quoted values unquoted)."""
-    target, _, rest = value.partition(";")
-    params = {}
-    for part in re.findall(r'\s*([^=;\s]+)(?:=("[^"]*"|[^;]*))?;?', rest):
-        params[part[0]] = part[1].strip('"')
-    return target.strip().strip("<>"), params
-
-
-@dataclass
-class Served:
-    site: Site
-    port: int
-    folder: Path
-    pages: Path
-    scheme: str = "http"
-
-    @property
-    def base(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}"
-
-    def get(self, path: str, method: str = "GET", **headers: str
-            ) -> tuple[int, dict[str, str], bytes]:
-        request = urllib.request.Request(f"{self.base}{path}", method=method, headers=headers)
-        unverified = ssl._create_unverified_context()  # the test's own self-signed cert
-        try:
-            with urllib.request.urlopen(request, timeout=10, context=unverified) as answer:
-                headers = {k.lower(): v for k, v in answer.headers.items()}
-                return answer.status, headers, answer.read()
-        except urllib.error.HTTPError as error:
-            return error.code, {k.lower(): v for k, v in error.headers.items()}, b""
-
-
-def emit(site: Site, *args: str | Path) -> tuple[int, str, str]:
-    done = Cli()("nginx", *args, env=site.env())
-    return done.exit_code, done.stdout, done.stderr
-
-
-@contextlib.contextmanager
-def running(site: Site, folder: Path, *args: str | Path, main: str = "") -> Iterator[Served]:
-    """nginx running the config `imgwarm nginx ARGS` emits for ``site``, on a free port;
-    ``main``: more directives for nginx.conf's main context."""
-    if not Path(NGINX).exists():
-        pytest.fail("nginx is not installed (./test.sh installs it as root)")
-    folder.mkdir()
-    port = free_port()
-    scheme = "https" if "--tls-cert" in args else "http"
-    code, _, err = emit(site, *args, "--listen", f"127.0.0.1:{port}",
-                        "--access-log", folder / "access.log", "--check",
-                        "--out", folder / "imgwarm.conf")
-    assert code == 0, err
-    user = "user root;\n" if os.geteuid() == 0 else ""  # the tiers are in root's temp folders
-    (folder / "nginx.conf").write_text(
-        f"{user}{main}pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\nevents {{}}\n"
-        f"http {{ include /etc/nginx/mime.types; include {folder}/imgwarm.conf; }}\n")
-    server = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"),
-                               "-g", "daemon off;"], stderr=subprocess.PIPE)
-    try:
-        found = Served(site, port, folder, Path(), scheme)
-        wait_for(lambda: _answers(found), "nginx")
-        yield found
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 @pytest.fixture
@@ -113,13 +43,6 @@ def served(settings: Settings, tmp_path: Path, ram: Path) -> Iterator[Served]:
                  "--tier-header") as found:
         found.pages = pages
         yield found
-
-
-def _answers(served: Served) -> bool:
-    try:
-        return served.get("/")[0] >= 100  # any answer: it listens
-    except OSError:  # not listening yet
-        return False
 
 
 def _variant_in(site: Site, tier: str, not_in: str | None = None, ext: str = ".webp") -> str:
@@ -323,9 +246,7 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
 
 def _pushed(served: Served, page: str, *headers: str) -> list[str]:
     """The paths nginx pushed on one h2 visit of ``page``: `nghttp -ans` marks them with *."""
-    nghttp = shutil.which("nghttp")
-    if nghttp is None:
-        pytest.fail("nghttp is not installed (./test.sh installs nghttp2-client as root)")
+    nghttp = parts.binary("nghttp", "nghttp2-client")
     args = [nghttp, "-ans", f"{served.base}{page}"]
     for header in headers:
         args += ["-H", header]
@@ -340,7 +261,8 @@ def _pushed(served: Served, page: str, *headers: str) -> list[str]:
 def test_push_on_a_first_visit_and_none_with_the_cookie(served: Served, tmp_path: Path) -> None:
     version = nginx_version()
     if version is None or version >= PUSH_REMOVED:
-        pytest.fail(f"this test needs an nginx with HTTP/2 push (< 1.25.1), found {version}")
+        parts.missing(f"an nginx with HTTP/2 push (before 1.25.1: Debian 12's 1.22), "
+                      f"found {version}")
     cert, key = _self_signed(tmp_path)
     manifests = sorted(served.site.manifests(), key=lambda m: m.key)
     with running(served.site, tmp_path / "push-nginx", "--pages", served.pages, "--site-root",

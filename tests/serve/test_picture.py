@@ -24,8 +24,8 @@ from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.pages import preloads
 from imgwarm.serve.picture import PictureError, picture
 from imgwarm.store import Stores
-from tests.serve.test_nginx import parse_link
 from tests.support.cli import Cli
+from tests.support.nginx import parse_link
 
 HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)> & \'quotes\''
 

@@ -23,7 +23,10 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
+from tests.support.nginx import nginx
 from tests.support.servers import free_port, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 IMGWARM = Path(sys.executable).parent / "imgwarm"
 
@@ -54,8 +57,7 @@ def env_of(settings: Settings) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
-        pytest.fail("nginx is not installed (./test.sh installs it as root)")
+    nginx()
     base = tmp_path_factory.mktemp("served")
     ram = Path("/dev/shm") / f"imgwarm-served-{uuid.uuid4().hex[:8]}"
     settings = load_settings(

@@ -102,7 +102,8 @@ def _tier(tmp_path: Path, name: str) -> Iterator[Kind]:
         yield kind(tmp_path / "nvme")
 
 
-@pytest.fixture(params=["local", "s3", "ram-tier", "nvme-tier"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration),
+                        pytest.param("ram-tier", marks=pytest.mark.root), "nvme-tier"])
 def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kind]:
     if request.param == "local":
         yield _local(tmp_path)

@@ -25,6 +25,7 @@ def _entries_per_folder(paths: list[PurePosixPath]) -> Counter[PurePosixPath]:
     return Counter({folder: len(names) for folder, names in children.items()})
 
 
+@pytest.mark.slow
 def test_100k_names_keep_every_folder_within_255() -> None:
     layout = Layout()
     paths = []

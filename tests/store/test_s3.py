@@ -11,6 +11,8 @@ from imgwarm.exceptions import StorageError, TransientStorageError
 from imgwarm.store.s3 import IMMUTABLE, NO_CACHE, S3Store, make_client
 from tests.support.servers import S3Server
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def bucket(s3_server: S3Server) -> str:

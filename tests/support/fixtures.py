@@ -22,6 +22,21 @@ if TYPE_CHECKING:  # imported where used: boto3, redis and Pillow take a while t
     from tests.support.servers import RedisServer, S3Server
 
 
+# Fixtures that start a real part, and the marker that a test using them (directly or
+# through another fixture) gets, so that -m selects by what a test really needs. A test that
+# reaches a part another way (request.getfixturevalue, a parameter) is marked where it is.
+MARKED_BY_FIXTURE = {"redis_server": "integration", "s3_server": "integration", "ram": "root"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in MARKED_BY_FIXTURE.items():
+            if fixture in used and item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
+
+
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Defaults, no IMGWARM_* from outside (but IMGWARM_CORPUS), roots under tmp_path, and

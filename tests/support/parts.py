@@ -20,11 +20,13 @@ def missing(what: str) -> NoReturn:
     pytest.skip(f"{what} is missing")
 
 
-def binary(name: str, package: str | None = None, *, fallback: str | None = None) -> str:
-    """The path of a program the tests run, or a skip naming it and its Debian package."""
+def binary(name: str, package: str | None = None, *, how: str | None = None,
+           fallback: str | None = None) -> str:
+    """The path of a program the tests run (on PATH, else ``fallback``), or a skip naming it
+    and how to get it (its Debian package, unless ``how`` says otherwise)."""
     found = shutil.which(name) or (fallback if fallback and os.access(fallback, os.X_OK) else None)
     if found is None:
-        missing(f"{name} (Debian package {package or name}; {HOW})")
+        missing(f"{name} ({how or f'Debian package {package or name}; {HOW}'})")
     return found
 
 

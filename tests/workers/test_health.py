@@ -6,9 +6,13 @@ from __future__ import annotations
 import socket
 import subprocess
 
+import pytest
+
 from imgwarm.cli.health import role_of
 from tests.support.queues import Queue
 from tests.support.servers import IMGWARM
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_a_running_worker_is_healthy_and_a_stopped_one_is_not(local_queue: Queue) -> None:

@@ -31,6 +31,8 @@ from tests.support.files import all_files
 from tests.support.queues import Queue, check_s3_outputs
 from tests.support.servers import IMGWARM, RedisServer, S3Server, wait_for
 
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
 SLOW_ENOUGH = {"visibility_timeout": "120", "task_soft_time_limit": "60",
                "task_time_limit": "90", "retry_backoff_max": "2"}
 
