@@ -27,5 +27,11 @@ python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# The packages again only when pyproject.toml changed since the last install: imgwarm itself is
+# installed editable, so a change to the code needs none (a fast loop stays fast).
+stamp=.venv/.test-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    touch "$stamp"
+fi
 exec .venv/bin/python -m pytest "$@"
