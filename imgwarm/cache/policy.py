@@ -11,7 +11,7 @@ whether sizes count in whole pages, and whether it is the backing tier.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from imgwarm.cache.report import TierReport, WarmReport
 from imgwarm.cache.tiers import Tier, Tiers
@@ -32,10 +32,10 @@ class TierPolicy:
     # planned first; a file another tier wants is read from it when it is whole there; with
     # no budget it takes every variant, copied while the records are read
     backing: bool
+    name: str = field(init=False)  # the tier's
 
-    @property
-    def name(self) -> str:
-        return self.tier.name
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.tier.name)
 
     def page(self) -> int:
         """The unit sizes count in: the tier's block, or a byte."""

@@ -53,15 +53,14 @@ class Run:
     tried: set[str] = field(default_factory=set)  # copied ahead to the backing tier
     room: dict[str, int] = field(default_factory=dict)  # bytes an empty tier may take ahead
     copier: Copier | None = None  # started on the first copy: a run with none forks nothing
+    backing: TierPolicy = field(init=False)  # the tier the others read from (NVMe)
+
+    def __post_init__(self) -> None:
+        self.backing = next(p for p in self.policies if p.backing)
 
     @property
     def cache(self) -> CacheSettings:
         return self.settings.cache
-
-    @property
-    def backing(self) -> TierPolicy:
-        """The tier others read from (NVMe)."""
-        return next(p for p in self.policies if p.backing)
 
     def commit(self) -> None:
         if not self.dry_run:

@@ -18,20 +18,23 @@ BATCH = 1024  # files a commit (and a syncfs of the backing tier)
 def copy(run: Run) -> None:
     """Copy ``run.wanted`` (what plan chose) into the tiers."""
     wanted, backing = run.wanted, run.backing
-    paths = sorted({path for chosen in wanted.values() for path in chosen})
+    sizes: dict[str, int] = {}  # every path wanted, and its size (as the backing tier has it)
+    for chosen in reversed(wanted.values()):
+        sizes.update(chosen)
+    paths = sorted(sizes)
+    source, on_source = backing.name, wanted[backing.name]
     for start in range(0, len(paths), BATCH):
         run.progress("tiers", start, len(paths))
         part = paths[start:start + BATCH]
         on_backing = still_written(run, backing.tier, run.index.sizes(
-            (p for p in part if p not in wanted[backing.name]), placed_in=backing.name))
+            (p for p in part if p not in on_source), placed_in=source))
+        going = [(p.name, wanted[p.name]) for p in run.policies if not p.report.stopped]
         items: list[Item] = []
         for path in part:
-            targets = tuple(p.name for p in run.policies
-                            if path in wanted[p.name] and not p.report.stopped)
-            size = next(chosen[path] for chosen in wanted.values() if path in chosen)
+            targets = tuple(name for name, chosen in going if path in chosen)
             if targets:
-                read_first = backing.name not in targets and path in on_backing
-                items.append(Item(path, size, targets, backing.name if read_first else None))
+                read_first = source not in targets and path in on_backing
+                items.append(Item(path, sizes[path], targets, source if read_first else None))
         if not items:
             continue
         if run.dry_run:
