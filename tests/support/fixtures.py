@@ -22,10 +22,12 @@ if TYPE_CHECKING:  # imported where used: boto3, redis and Pillow take a while t
     from tests.support.servers import RedisServer, S3Server
 
 
-# Fixtures that start a real part, and the marker that a test using them (directly or
-# through another fixture) gets, so that -m selects by what a test really needs. A test that
-# reaches a part another way (request.getfixturevalue, a parameter) is marked where it is.
-MARKED_BY_FIXTURE = {"redis_server": "integration", "s3_server": "integration", "ram": "root"}
+# Fixtures that start a real part (or take long: corpus_run optimizes the whole corpus), and
+# the marker that a test using them (directly or through another fixture) gets, so that -m
+# selects by what a test really needs. A test that reaches a part another way
+# (request.getfixturevalue, a parameter) is marked where it is.
+MARKED_BY_FIXTURE = {"redis_server": "integration", "s3_server": "integration", "ram": "root",
+                     "corpus_run": "slow"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
