@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 import imgwarm
-
-HEAVY = ("pyvips", "PIL", "piexif", "simplejpeg", "numpy")
-
-
-def loaded_by(module: str) -> set[str]:
-    """Top-level packages a fresh interpreter has loaded after ``import module``."""
-    code = f"import json, sys; import {module}; print(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
-    return {name.split(".")[0] for name in json.loads(done.stdout)}
+from tests.support.imports import HEAVY, loaded_by
 
 
 @pytest.mark.parametrize("module", ["imgwarm", "imgwarm.config", "imgwarm.manifest",

@@ -8,11 +8,6 @@ import pytest
 
 from imgwarm.config import Settings
 from tests.support.sites import Site, make_site
-from tests.support.tmpfs import mounted_tmpfs
-
-# Site and mounted_tmpfs are also imported from here by tests/lifecycle/test_faults.py, until
-# it imports tests.support.sites and tests.support.tmpfs itself.
-__all__ = ["Site", "mounted_tmpfs", "site"]
 
 
 @pytest.fixture

@@ -11,10 +11,6 @@ from imgwarm.config import Settings
 from tests.support.lifecycle import site_on
 from tests.support.sites import Site
 
-# site_on is also imported from here by tests/lifecycle/test_faults.py, until it imports
-# tests.support.lifecycle itself.
-__all__ = ["site", "site_on"]
-
 
 # On S3 (moto's server over HTTP) each case takes seconds: integration, and slow.
 @pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.integration,

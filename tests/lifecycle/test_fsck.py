@@ -17,9 +17,9 @@ from imgwarm.pipeline.optimize import optimize_key
 from imgwarm.store.references import key_digest
 from tests.support.cli import Cli
 from tests.support.images import decode, jpeg_with_exif, photo
+from tests.support.imports import HEAVY, loaded_by
 from tests.support.lifecycle import by_key, claims, in_origin, stores
 from tests.support.sites import Site
-from tests.test_imports import HEAVY, loaded_by
 
 DAY = 86400.0
 pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
