@@ -47,7 +47,7 @@ def listed_as_bad(folder: Path) -> dict[str, bool]:
     notes = folder / NOTES
     if not notes.is_file():
         return {}
-    verdicts = {}
+    verdicts: dict[str, str] = {}
     for line in notes.read_text(encoding="utf-8").splitlines():
         match = re.match(r"\|\s*`([^`]+)`\s*\|", line)
         if match:

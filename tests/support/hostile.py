@@ -130,7 +130,7 @@ def restart_jpeg(width: int = 320, height: int = 200, interval: int = 2,
 def scan_start(jpeg: bytes) -> int:
     """Offset of the first byte of entropy-coded data."""
     sos = jpeg.find(SOS)
-    return sos + 2 + struct.unpack(">H", jpeg[sos + 2:sos + 4])[0]
+    return int(sos + 2 + struct.unpack(">H", jpeg[sos + 2:sos + 4])[0])
 
 
 def strict_reason(data: bytes) -> str:

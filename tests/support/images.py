@@ -54,17 +54,19 @@ def mean_abs_diff(a: pyvips.Image, b: pyvips.Image, width: int = 96) -> float:
 def pillow_reference(data: bytes) -> pyvips.Image:
     """An independent decode: Pillow reads and orients the file and LittleCMS converts it to
     sRGB through its embedded profile (CMYK without one: libvips' built-in CMYK profile)."""
-    image = Image.open(io.BytesIO(data))
+    image: Image.Image = Image.open(io.BytesIO(data))
     image.load()
     icc = image.info.get("icc_profile")
     if image.mode == "CMYK" and not icc:
         icc = builtin_cmyk_profile()
     if icc:
         out_mode = "RGB"
-        image = ImageCms.profileToProfile(
+        converted = ImageCms.profileToProfile(
             image, ImageCms.ImageCmsProfile(io.BytesIO(icc)), ImageCms.createProfile("sRGB"),
             renderingIntent=ImageCms.Intent.RELATIVE_COLORIMETRIC, outputMode=out_mode,
         )
+        assert converted is not None  # None only when converting in place
+        image = converted
     image = ImageOps.exif_transpose(image.convert("RGB"))
     return pyvips.Image.new_from_memory(image.tobytes(), image.width, image.height, 3, "uchar")
 

@@ -38,7 +38,7 @@ class Queue:
         self.redis = redis
         self.s3 = s3
         url = f"redis://127.0.0.1:{redis.port}/{next(_databases)}"
-        self.values: dict[str, str] = {"broker_url": url, "result_backend": url, **values}
+        self.values: dict[str, Any] = {"broker_url": url, "result_backend": url, **values}
         if s3 is not None:
             self.bucket = s3.new_bucket()
             self.values |= {"origin": "s3", "s3_bucket": self.bucket,
@@ -134,4 +134,4 @@ def check_s3_outputs(s3: S3Server, bucket: str, manifests: list[Manifest],
         assert obj["CacheControl"] == IMMUTABLE
         with Image.open(io.BytesIO(data)) as image:
             assert image.size == (variant.width, variant.height)
-            assert image.format.lower() == variant.format
+            assert (image.format or "").lower() == variant.format

@@ -80,9 +80,9 @@ class S3Server:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
-        self._make = lambda: ThreadedMotoServer(ip_address="127.0.0.1", port=self.port,
-                                                verbose=False)
         self.port = free_port()
+        self._make: Callable[[], Any] = lambda: ThreadedMotoServer(
+            ip_address="127.0.0.1", port=self.port, verbose=False)
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.server = self._make()
         self.server.start()

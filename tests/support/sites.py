@@ -41,8 +41,8 @@ class Site:
     def env(self) -> dict[str, str]:
         """The site's settings as IMGWARM_* variables, for the commands."""
         flat = self.settings.flat()
-        names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state",
-                 "ram_budget", "ram_max_width")
+        names: tuple[str, ...] = ("origin_root", "manifest_root", "nvme_root", "ram_root",
+                                  "cache_state", "ram_budget", "ram_max_width")
         if flat["origin"] == "s3":
             names += ("origin", "s3_bucket", "s3_endpoint_url", "s3_region")
         env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
