@@ -169,7 +169,8 @@ def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: P
     def no_decoding(*args: object) -> None:
         raise AssertionError("an unchanged re-run decoded the source again")
 
-    monkeypatch.setattr("imgwarm.pipeline.optimize.preview", no_decoding)
+    monkeypatch.setattr("imgwarm.pipeline.make.preview", no_decoding)  # (IN_PROCESS's)
+    monkeypatch.setattr("imgwarm.pipeline.make.make", no_decoding)
     again = optimize_file(source, settings=settings, stores=stores)
     assert again.reused and again.manifest.placeholder == Placeholder.none()
 
