@@ -31,7 +31,14 @@ from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from tests.lifecycle.test_faults import base_scene, make, photo_file, warm_scene
 from tests.lifecycle.test_kills import cli_env
-from tests.support.invariants import check, real_stores, records, snapshot, tiers_match_index
+from tests.support.invariants import (
+    check,
+    real_stores,
+    records,
+    snapshot,
+    tiers_match_index,
+    verdict,
+)
 from tests.support.servers import IMGWARM
 from tests.support.tmpfs import mounted_tmpfs
 
@@ -179,4 +186,4 @@ def test_optimize_delete_gc_and_warm_at_once(request: pytest.FixtureRequest,
     print(f"\n{rounds} rounds, {launched} processes in {time.monotonic() - started:.1f} s "
           f"(a delete started {lag:.2f} s after the upload, at the end): "
           + "; ".join(modes))
-    assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} in all)"
+    assert not problems, verdict(problems, "concurrency")

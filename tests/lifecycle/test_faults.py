@@ -74,6 +74,7 @@ from tests.support.invariants import (
     real_stores,
     snapshot,
     tiers_match_index,
+    verdict,
 )
 from tests.support.sites import Site, make_site
 from tests.support.tmpfs import mounted_tmpfs
@@ -577,4 +578,4 @@ def test_every_call_failing_in_turn(origin: str, name: str, request: pytest.Fixt
     faults = Faults()
     install(monkeypatch, faults)
     problems = exercise(scene, command, faults, origin, f"{name}/{origin}")
-    assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} in all)"
+    assert not problems, verdict(problems, f"faults-{name}-{origin}")

@@ -200,3 +200,15 @@ def in_tier(settings: Settings, tier: str) -> set[str]:
     layout = Layout(settings.store.max_dir_entries, settings.store.shard_levels)
     found = (p.relative_to(root).as_posix() for p in tier_files(root))
     return {p for p in found if layout.holds(p)}
+
+
+def verdict(problems: list[str], name: str) -> str:
+    """The assertion message for ``problems``: the first 30, and where all of them were kept
+    (a file under /tmp, so that a failure in a long run can be read whole afterwards)."""
+    import re
+    import tempfile
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)
+    kept = Path(tempfile.gettempdir()) / f"imgwarm-invariants-{safe}.txt"
+    kept.write_text("\n".join(problems) + "\n")
+    return "\n".join(problems[:30]) + f"\n({len(problems)} in all; every one in {kept})"
