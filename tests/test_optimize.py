@@ -98,7 +98,9 @@ def test_failure_midway_leaves_no_file(settings: Settings, tmp_path: Path, allow
     with pytest.raises(ImgwarmError, match="No space left"):
         optimize_file(source, settings=settings, stores=stores)
     assert all_files(settings.store.origin_root) == []
-    assert all_files(settings.store.manifest_root) == []
+    # nothing of the source: no record, claim or journal entry (references.json only says
+    # that a store begun empty has every manifest's claims: none)
+    assert [p.name for p in all_files(settings.store.manifest_root)] in ([], ["references.json"])
 
 
 def test_python_api(settings: Settings, tmp_path: Path) -> None:

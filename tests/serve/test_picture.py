@@ -268,7 +268,7 @@ def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
     done = Cli()("gallery", manifest.key, "--out", out, "--title", "<b>Ads</b> & more",
                  env=env)
     assert done.exit_code == 0, done.stderr
-    page = (out / "index.html").read_text()
+    page = (out / "site" / "index.html").read_text()  # the page apart from the stores' files
     assert "<title>&lt;b&gt;Ads&lt;/b&gt; &amp; more</title>" in page
     assert json.loads((out / "pages.json").read_text()) == {"/": [manifest.key]}
     assert "add_header Link" in (out / "nginx.conf").read_text()
