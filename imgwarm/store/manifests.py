@@ -58,14 +58,8 @@ class ManifestStore:
 
     def record_of(self, digest: str) -> Record | None:
         """The record whose key has this digest (a claim marker's name), as it stands now;
-        None when there is none or it cannot be read."""
-        path = self._digest_path(digest)
-        try:
-            raw = self.store.read(path)
-        except LayoutError:
-            return None
-        found = parse_record(raw) if raw is not None else None
-        return found if found is not None and self.key_path(found.key) == path else None
+        None when there is none or it cannot be read (a re-read: not noted as damaged again)."""
+        return self._parsed(self._digest_path(digest), note=False)
 
     def get(self, key: str) -> Manifest | None:
         """The manifest of a key; None when there is none (or only a failure)."""
@@ -125,14 +119,14 @@ class ManifestStore:
     def _run(self, paths: list[PurePosixPath]) -> list[Record]:
         return [r for r in map(self._parsed, paths) if r is not None]
 
-    def _parsed(self, path: PurePosixPath) -> Record | None:
-        """The record at ``path``; None for a damaged one, an odd name, or a record that is
-        not where its key puts it (a stray copy)."""
+    def _parsed(self, path: PurePosixPath, *, note: bool = True) -> Record | None:
+        """The record at ``path``; None for a damaged one (noted in ``damaged`` when
+        ``note``), an odd name, or a record that is not where its key puts it (a stray)."""
         try:
             raw = self.store.read(path)
         except LayoutError:
             return None
         found = parse_record(raw) if raw is not None else None
-        if raw is not None and found is None:
+        if note and raw is not None and found is None:
             self.damaged.append(path)  # (list.append: safe from the reading threads)
         return found if found is not None and self.key_path(found.key) == path else None
