@@ -33,3 +33,22 @@ def test_the_public_api_is_sorted_and_every_name_resolves() -> None:
         assert getattr(imgwarm, name) is not None
     with pytest.raises(AttributeError):
         _ = imgwarm.nothing_like_this  # type: ignore[attr-defined]
+
+
+def test_test_modules_share_helpers_only_through_tests_support() -> None:
+    """A test module imports no other test module nor a conftest: shared helpers live in
+    tests/support (so that running one test file never runs another's module code)."""
+    import ast
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    modules = [p for p in here.rglob("*.py") if "support" not in p.relative_to(here).parts]
+    assert len(modules) > 20, "the test modules were not found"
+    wrong = []
+    for path in modules:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            wrong += [f"{path.relative_to(here)}: {name}" for name in names
+                      if name.startswith("tests.") and not name.startswith("tests.support")]
+    assert not wrong, wrong

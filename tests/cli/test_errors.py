@@ -117,3 +117,4 @@ def test_a_message_with_control_characters_stays_on_one_line() -> None:
     done = CliRunner().invoke(boom, [], catch_exceptions=False)
     assert done.exit_code == EXIT_FAILED
     assert done.stderr.count("\n") == 1 and "\x1b" not in done.stderr
+    assert "cannot write up/" in done.stderr and "evil" in done.stderr  # said, made safe

@@ -28,7 +28,7 @@ def test_each_setting_option_shows_its_fields_description_and_default() -> None:
         assert info is not None, f"{command.name} {option.opts[0]}: no setting {option.setting}"
         record = option.get_help_record(click.Context(command, info_name=command.name))
         assert record is not None
-        assert (info.description or "") in record[1]
+        assert info.description and info.description in record[1]
         assert f"default: {shown_default(info) or 'none'}" in record[1]
 
 

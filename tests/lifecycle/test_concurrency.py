@@ -1,7 +1,7 @@
 """Commands at the same time (issue 22): optimize (a source made again with other widths, and
 new uploads that are twins of a live source, mostly of the one being deleted), delete (a
 live source), gc (usual or full, with the default grace or none) and warm (usual or full) run as
-parallel processes of the real CLI on one local origin, in rounds, for a bounded time. Each
+parallel processes of the real CLI on one local origin, in a fixed number of rounds. Each
 round starts them together and waits for all; then I1-I4 are checked at rest against the
 snapshot taken before the round (tests/support/invariants.py), and warm's index against its
 tiers.
@@ -22,15 +22,12 @@ import random
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
-from tests.lifecycle.test_faults import base_scene, make, photo_file, warm_scene
-from tests.lifecycle.test_kills import cli_env
 from tests.support.invariants import (
     check,
     real_stores,
@@ -39,12 +36,12 @@ from tests.support.invariants import (
     tiers_match_index,
     verdict,
 )
+from tests.support.scenes import base_scene, cli_env, make, photo_file, warm_scene
 from tests.support.servers import IMGWARM
-from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
-# rounds start until this much time has passed (IMGWARM_RACE_SECONDS: a longer soak)
-SECONDS = float(os.environ.get("IMGWARM_RACE_SECONDS", "25"))
+# rounds, each seeded (IMGWARM_RACE_ROUNDS: a longer soak; a round takes seconds)
+ROUNDS = int(os.environ.get("IMGWARM_RACE_ROUNDS", "3"))
 YIELD = "0.05"  # IMGWARM_RACE_YIELD: seconds, at most, a process sleeps at a race point
 SLOW_YIELD = "0.4"  # the delete's, racing the uploads of its twins
 AFTER = 0.6  # seconds: the delete is aimed to end this long after the uploads
@@ -53,12 +50,6 @@ STAGGER = 1.5  # seconds: each process of a round starts within this long of the
 SEED = 22
 WIDTHS = ("320,640,1280", "480,960", "320,640")
 BUSY = "another `imgwarm warm`"  # gc's part in the tiers, or warm, found the other holding them
-
-
-@pytest.fixture
-def on_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    with mounted_tmpfs(tmp_path / "scene", "256m") as root:
-        yield root
 
 
 def ends_apart(sources: Path, settings: Settings, cwd: Path) -> float:
@@ -116,7 +107,7 @@ def test_optimize_delete_gc_and_warm_at_once(request: pytest.FixtureRequest,
     seen: set[str] = set()  # violations reported already (a lost file stays lost)
     rounds = launched = 0
     modes: list[str] = []
-    while time.monotonic() - started < SECONDS or rounds < 3:
+    while rounds < ROUNDS:
         # A photo of its own, made now: the source deleted in this round is mostly the only
         # one naming its files (a twin still live would keep them all from going), and the
         # uploads are its twins (the same bytes under the same name): their claims race the

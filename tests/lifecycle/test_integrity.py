@@ -20,8 +20,8 @@ from imgwarm.pipeline.optimize import optimize_file, optimize_key
 from imgwarm.store import Stores
 from imgwarm.store.changes import Batch, ChangeLog
 from imgwarm.store.manifests import ManifestStore
-from imgwarm.store.references import BUILT, REFS, key_digest
-from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
+from imgwarm.store.references import REFS, key_digest
+from tests.support.lifecycle import by_key, claims, forget_references, in_origin, site_on, stores
 from tests.support.sites import Site
 
 pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
@@ -162,17 +162,10 @@ def test_a_failed_make_leaves_the_files_a_twin_claimed_meanwhile(site: Site) -> 
 
 # 4. delete on a store whose references were never built (or were lost).
 
-def forget_references(site: Site) -> None:
-    store = stores(site).manifests.store
-    for marker in list(store.files(REFS)):
-        store.delete(marker)
-    store.delete(BUILT)
-
-
 def test_delete_without_references_keeps_a_twins_files(site: Site) -> None:
     twin = site.add("twin/photo-0.jpg", seed=0)
     first, other = by_key(site)["photo-0.jpg"], by_key(site)["photo-1.jpg"]
-    forget_references(site)
+    forget_references(stores(site))
     done = delete(first.key, stores(site))
     assert not done.removed and sorted(done.pending) == sorted(v.path for v in first.variants)
     assert in_origin(site, twin) == {v.path for v in twin.variants}

@@ -18,6 +18,7 @@ import imgwarm
 from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
 from imgwarm.manifest import Credits, Manifest, Placeholder
+from imgwarm.pipeline.made import Made
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.placeholder import MAX_URI
 from imgwarm.samples import jpeg_with_exif, photo
@@ -156,8 +157,7 @@ def test_a_placeholder_from_a_file_is_checked(settings: Settings, tmp_path: Path
         assert "style=" not in html and "evil" not in html and "javascript" not in html
 
 
-def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: Path) -> None:
     rgba = photo(600, 400, seed=3).bandjoin(128)  # half transparent
     source = tmp_path / "glass.png"
     source.write_bytes(bytes(rgba.pngsave_buffer()))
@@ -166,12 +166,14 @@ def test_a_see_through_image_gets_no_placeholder(settings: Settings, tmp_path: P
     assert manifest.placeholder == Placeholder.none()
     assert "style=" not in picture(manifest)
 
-    def no_decoding(*args: object) -> None:
-        raise AssertionError("an unchanged re-run decoded the source again")
+    class NoDecoding:  # the pixel work, wherever it would run: none expected
+        def make(self, *args: object) -> Made:
+            raise AssertionError("an unchanged re-run decoded the source again")
 
-    monkeypatch.setattr("imgwarm.pipeline.make.preview", no_decoding)  # (IN_PROCESS's)
-    monkeypatch.setattr("imgwarm.pipeline.make.make", no_decoding)
-    again = optimize_file(source, settings=settings, stores=stores)
+        def preview(self, *args: object) -> Placeholder:
+            raise AssertionError("an unchanged re-run decoded the source again")
+
+    again = optimize_file(source, settings=settings, stores=stores, pixels=NoDecoding())
     assert again.reused and again.manifest.placeholder == Placeholder.none()
 
 

@@ -10,6 +10,7 @@ import pytest
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from imgwarm.store import Stores
+from imgwarm.store.references import BUILT, REFS
 from tests.support.sites import Site, make_site
 
 
@@ -41,3 +42,12 @@ def in_origin(site: Site, manifest: Manifest) -> set[str]:
 def claims(site: Site) -> set[tuple[str, str]]:
     """Every reference marker: (variant path, source digest)."""
     return {(path, digest) for path, digest, _ in stores(site).manifests.references.claimed()}
+
+
+def forget_references(stores: Stores) -> None:
+    """A store as one made before the references (or one that lost them): no claim marker,
+    no record that they were built. Who else names a variant cannot be told from it."""
+    store = stores.manifests.store
+    for marker in list(store.files(REFS)):
+        store.delete(marker)
+    store.delete(BUILT)

@@ -40,19 +40,28 @@ class Site:
 
     def env(self) -> dict[str, str]:
         """The site's settings as IMGWARM_* variables, for the commands."""
-        flat = self.settings.flat()
-        names: tuple[str, ...] = ("origin_root", "manifest_root", "nvme_root", "ram_root",
-                                  "cache_state", "ram_budget", "ram_max_width")
-        if flat["origin"] == "s3":
-            names += ("origin", "s3_bucket", "s3_endpoint_url", "s3_region")
-        env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
-        env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
-        return env
+        return settings_env(self.settings)
 
     def in_tier(self, tier: str) -> set[str]:
         root = self.settings.cache.ram_root if tier == "ram" else self.settings.cache.nvme_root
         return {str(p.relative_to(root)) for p in root.rglob("*")
                 if p.is_file() and not p.name.startswith(".")}
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """Settings as IMGWARM_* variables for a process of the real CLI: the roots, the tier and
+    shard layout (a process that read another would look for every file in the wrong folder)
+    and the S3 bucket."""
+    flat = settings.flat()
+    names: tuple[str, ...] = ("origin_root", "manifest_root", "nvme_root", "ram_root",
+                              "cache_state", "ram_budget", "ram_max_width", "max_dir_entries",
+                              "shard_levels")
+    if flat["origin"] == "s3":
+        names += ("origin", "s3_bucket", "s3_endpoint_url", "s3_region")
+    env = {f"IMGWARM_{n.upper()}": str(flat[n]) for n in names}
+    env["IMGWARM_WIDTHS"] = ",".join(map(str, flat["widths"]))
+    env["IMGWARM_FSYNC"] = "true" if flat["fsync"] else "false"
+    return env
 
 
 def make_site(base: Settings, tmp_path: Path, ram_root: Path, count: int = 6,
