@@ -9,11 +9,17 @@ million files average under 8 a folder; the store also refuses to overfill a fol
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from imgwarm.exceptions import LayoutError
+from imgwarm.formats import OUTPUTS
+
+# A variant's file name (pipeline/naming.py writes it): what gc, delete and warm may remove.
+VARIANT_NAME = re.compile(
+    rf"(?:[a-z0-9-]+\.)?[0-9a-f]{{16,64}}\.(?:{'|'.join(f.extension for f in OUTPUTS.values())})")
 
 # Control and format characters (C0, C1, bidi overrides, line separators), bytes that were not
 # UTF-8 (surrogates) and backslashes: none belongs in a key, and they could hide or rewrite
@@ -63,14 +69,12 @@ class Layout:
         return [f"{i:0{width}x}" for i in range(1 << self.bits)]
 
     def holds(self, path: str | PurePosixPath) -> bool:
-        """Whether ``path`` has a variant's shape: shard folders that its name's hash puts it
-        in, and a hashed name. (An original's key never has it: ``check_source_key``.)"""
+        """Whether ``path`` is a variant's, exactly as imgwarm names one: the shard folders
+        its hash puts it in, then ``{slug}.{hash}.{ext}`` or ``{hash}.{ext}`` (slug
+        ``a-z0-9-``, hash 16-64 hex digits, ext one of ours). An original's key never is
+        (``check_source_key`` refuses a looser shape), and what is not is never removed."""
         found = PurePosixPath(path)
-        if len(found.parts) != self.levels + 1:
-            return False
-        hashed = found.name.split(".")
-        if len(hashed) < 2 or len(hashed[-2]) < 16 or \
-                any(c not in "0123456789abcdef" for c in hashed[-2]):
+        if len(found.parts) != self.levels + 1 or not VARIANT_NAME.fullmatch(found.name):
             return False
         try:
             return self.path_for_name(found.name) == found

@@ -21,9 +21,10 @@ from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore
 
 S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
-# What a variant's path looks like under any layout: hex shard folders, then a name whose
-# last-but-one part is a content hash. A source key like it would be taken for a variant.
-_VARIANT_SHAPE = re.compile(r"(?:[0-9a-f]{1,4}/)+(?:[^/]*\.)?[0-9a-f]{16,64}\.[A-Za-z0-9]+")
+# What a variant's path could look like under any layout, loosely: hex shard folders, then a
+# name with a run of 16 or more hex digits before a dot. A source key like it is refused, so
+# that no original can ever have the (stricter) shape Layout.holds gives what gc may remove.
+_VARIANT_SHAPE = re.compile(r"(?:[0-9a-f]{1,4}/)+[^/]*[0-9a-f]{16,}\.[^/]*")
 
 
 @dataclass(frozen=True)

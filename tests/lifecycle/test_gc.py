@@ -182,3 +182,28 @@ def test_a_marker_that_names_no_variant_never_removes_a_file(site: Site) -> None
     report = gc(site.settings, grace=0)
     assert report.looked_at == 0 and not report.paths
     assert s.origin.read("00/ad-3/keep.jpg") == b"an original the application keeps"
+
+
+@pytest.mark.parametrize("name", [
+    "photo.0123456789abcdef.",  # no extension
+    "photo.0123456789abcdef.we_bp",  # not one of ours
+    "photo.0123456789abcdef.JPG",  # ours are lowercase
+    "Photo.0123456789abcdef.jpg",  # a slug imgwarm never writes
+    f"photo.{'0123456789abcdef' * 4}0.jpg",  # 65 hex digits
+    "my photo.0123456789abcdef.webp",
+])
+def test_a_file_of_nearly_a_variants_shape_is_never_removed(site: Site, name: str) -> None:
+    """Only the exact shape imgwarm names a variant with is gc's to remove: a file of
+    nearly that shape, in the very folder its hash puts it, is the application's, however
+    old and unnamed; and it cannot be made as a source either (it would be taken for one)."""
+    from imgwarm.exceptions import LayoutError
+    from imgwarm.store.origin import check_source_key
+
+    s = stores(site)
+    path = str(s.place(name))
+    s.origin.write(path, b"an original the application keeps")
+    with pytest.raises(LayoutError, match="shape of a variant"):
+        check_source_key(path)
+    report = gc(site.settings, now=time.time() + 30 * DAY, grace=0, full=True)
+    assert path not in report.paths
+    assert s.origin.read(path) == b"an original the application keeps"
