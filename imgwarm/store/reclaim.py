@@ -12,11 +12,13 @@ two LIST requests a variant; the removed bytes wait in a spool on local disk mea
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from imgwarm.exceptions import StorageError
 from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.references import References
@@ -37,12 +39,24 @@ def reclaim(origin: Store, references: References, path: str) -> int | None:
     try:
         claimed = bool(references.holders(path))
     except BaseException:  # cannot tell whether it was claimed meanwhile: put it back
-        origin.write(path, data)
+        _put_back(origin, path, data)
         raise
     if claimed:  # claimed meanwhile: its source may have counted on it
-        origin.write(path, data)  # (kept if that source wrote it again itself)
+        _put_back(origin, path, data)  # (kept if that source wrote it again itself)
         return None
     return len(data)
+
+
+def _put_back(origin: Store, path: str, data: bytes) -> None:
+    """Write a removed variant back; where that fails, its bytes are kept on local disk and
+    the error says where (they are never only in memory when this raises)."""
+    try:
+        origin.write(path, data)
+    except Exception as error:
+        rescue = Path(tempfile.mkdtemp(prefix="imgwarm-rescue-"), PurePosixPath(path).name)
+        rescue.write_bytes(data)
+        raise StorageError(f"{path} was claimed while it was removed, and putting it back "
+                           f"failed ({error}): copy {rescue} back to it") from error
 
 
 def reclaim_listed(origin: Store, references: References, paths: list[str],
@@ -52,32 +66,39 @@ def reclaim_listed(origin: Store, references: References, paths: list[str],
     A removal that fails does not stop the others, nor the look after them: the first
     error is raised once every removed file was checked (and put back where claimed)."""
     errors: list[BaseException] = []
-    with tempfile.TemporaryDirectory(prefix="imgwarm-reclaim-") as spool:
+    spool = tempfile.mkdtemp(prefix="imgwarm-reclaim-")
+    lost: list[str] = []  # removed, claimed (or not known not to be), and not put back
 
-        def take(numbered: tuple[int, str]) -> tuple[str, int]:
-            number, path = numbered
-            try:
-                data = origin.read(path)
-                if data is None:
-                    return path, 0
-                Path(spool, str(number)).write_bytes(data)
-            except Exception as error:  # (list.append: safe from the threads)
-                errors.append(error)
+    def take(numbered: tuple[int, str]) -> tuple[str, int]:
+        number, path = numbered
+        try:
+            data = origin.read(path)
+            if data is None:
                 return path, 0
-            try:
-                origin.delete(path)
-            except Exception as error:  # it may be gone all the same: checked with the rest
-                errors.append(error)
-            return path, len(data)
+            Path(spool, str(number)).write_bytes(data)
+        except Exception as error:  # (list.append: safe from the threads)
+            errors.append(error)
+            return path, 0
+        try:
+            origin.delete(path)
+        except Exception as error:  # it may be gone all the same: checked with the rest
+            errors.append(error)
+        return path, len(data)
 
-        def put_back(number: int, path: str) -> None:
+    def put_back(number: int, path: str) -> None:
+        """Each on its own: one that fails does not leave the others out."""
+        try:
             origin.write(path, Path(spool, str(number)).read_bytes())
+        except Exception as error:
+            errors.append(error)
+            lost.append(f"{path} ({spool}/{number})")
 
-        freed: dict[str, int | None] = {}
-        with ThreadPoolExecutor(THREADS) as pool:
-            for done, (path, size) in enumerate(pool.map(take, enumerate(paths)), start=1):
-                freed[path] = size
-                tick(done)
+    freed: dict[str, int | None] = {}
+    with ThreadPoolExecutor(THREADS) as pool:
+        for done, (path, size) in enumerate(pool.map(take, enumerate(paths)), start=1):
+            freed[path] = size
+            tick(done)
+    try:
         try:
             claimed = references.by_variant()  # listed after every removal: misses no claim
         except BaseException:  # cannot tell which were claimed meanwhile: all go back
@@ -89,6 +110,12 @@ def reclaim_listed(origin: Store, references: References, paths: list[str],
             if freed[path] and claimed.get(path):
                 put_back(number, path)
                 freed[path] = None
+    finally:
+        if lost:  # their bytes stay in the spool, and the error says where
+            raise StorageError(f"{len(lost)} claimed variant(s) could not be put back "
+                               f"({errors[-1]}): copy them back from the spool: "
+                               + ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else ""))
+        shutil.rmtree(spool, ignore_errors=True)
     if errors:
         raise errors[0]
     return freed

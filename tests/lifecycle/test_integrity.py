@@ -275,3 +275,47 @@ def test_warm_full_still_removes_a_copy_it_lost_track_of(site: Site) -> None:
     report = site.warm(full=True)
     assert report.nvme.foreign == 0 and report.nvme.repaired == 1
     assert (Path(site.settings.cache.nvme_root) / path).is_file()  # wanted: placed again
+
+
+# 7. A put-back that fails (review of issue 22): the other variants still go back, and the
+# failed one's bytes are kept on local disk, named in the error, never only in memory.
+
+class Unknowable:
+    """References whose look-up after the removals fails: every removed variant must go
+    back (who claimed it meanwhile cannot be told)."""
+
+    def __init__(self, real: object, before: bool = True) -> None:
+        self.real, self.before = real, before
+
+    def holders(self, path: str) -> list[str]:
+        if self.before:
+            self.before = False
+            return []
+        raise StorageError("the claims cannot be read")
+
+    def by_variant(self) -> dict[str, list[str]]:
+        raise StorageError("the claims cannot be listed")
+
+
+def test_a_failed_put_back_keeps_the_bytes_and_puts_back_the_rest(site: Site) -> None:
+    from imgwarm.store.reclaim import reclaim, reclaim_listed
+    from tests.support.faults import Faults, armed, faulty
+
+    s = stores(site)
+    paths = [str(s.place(f"gone-{n}.{n:016x}.webp")) for n in range(3)]
+    for n, path in enumerate(paths):
+        s.origin.write(path, f"variant {n}".encode())
+    faults = Faults()
+    origin = faulty(s.origin, faults)
+    with armed(faults, 1, {"write"}), pytest.raises(StorageError) as raised:
+        reclaim_listed(origin, Unknowable(s.manifests.references), paths,  # type: ignore[arg-type]
+                       lambda done: None)
+    assert [s.origin.read(p) for p in paths[1:]] == [b"variant 1", b"variant 2"]
+    assert s.origin.read(paths[0]) is None  # the one whose put-back failed
+    spooled = Path(str(raised.value).split(f"{paths[0]} (")[1].split(")")[0])
+    assert spooled.read_bytes() == b"variant 0"
+
+    with armed(faults, 1, {"write"}), pytest.raises(StorageError) as one:
+        reclaim(origin, Unknowable(s.manifests.references), paths[1])  # type: ignore[arg-type]
+    rescued = Path(str(one.value).split("copy ")[1].split(" back")[0])
+    assert rescued.read_bytes() == b"variant 1" and s.origin.read(paths[1]) is None
