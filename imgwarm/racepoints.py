@@ -31,10 +31,13 @@ _LOCK = threading.Lock()
 
 
 def _yield_seconds() -> float:
+    """IMGWARM_RACE_YIELD as seconds within [0, 1] (a test's knob: a value that is no number,
+    or is not finite, is none; a longer one is a second, so a point never hangs or raises)."""
     try:
-        return max(0.0, float(os.environ.get("IMGWARM_RACE_YIELD", "0")))
+        seconds = float(os.environ.get("IMGWARM_RACE_YIELD", "0"))
     except ValueError:
         return 0.0
+    return min(1.0, seconds) if seconds > 0 else 0.0  # (nan > 0 is False)
 
 
 _YIELD = _yield_seconds()

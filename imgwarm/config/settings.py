@@ -25,6 +25,7 @@ from imgwarm.config.image import ImageSettings
 from imgwarm.config.marks import Affects, marked
 from imgwarm.config.queue import QueueSettings
 from imgwarm.config.store import StoreSettings
+from imgwarm.config.units import shown
 from imgwarm.exceptions import SettingsError
 from imgwarm.nesting import check_nesting
 
@@ -198,7 +199,7 @@ def _describe(error: ValidationError) -> str:
             detail = "out of range"  # pydantic's bound is in bytes or seconds: _allowed says
         name = names[-1]
         lines.append(
-            f"invalid setting {name} = {item.get('input')!r} (from an option, "
+            f"invalid setting {name} = {shown(item.get('input'))} (from an option, "
             f"{ENV_PREFIX}{name.upper()} or the config file): {detail}"
             f"{_allowed(info, forms=not (unit and item['type'] == 'value_error'))}"
         )

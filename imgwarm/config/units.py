@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
@@ -28,29 +29,46 @@ _PERCENT = re.compile(rf"^\s*{_NUMBER}\s*%\s*$", re.ASCII)
 _DURATION = re.compile(rf"^\s*{_NUMBER}\s*(s|m|h|d)?\s*$", re.IGNORECASE | re.ASCII)
 _FACTORS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SIZE = 1 << 60  # 1 EiB: more than any disk or memory; a bigger size is a typo
+MAX_SECONDS = 100 * 365 * 86400.0  # a century: a longer time is a typo
 SIZE_FORMS = "bytes, or a number with K, M, G or T (K = 1024): 4096, 512K, 64M, 2G"
 DURATION_FORMS = "seconds, or a number with s, m, h or d: 90, 30s, 10m, 24h, 7d"
 BUDGET_FORMS = f"{SIZE_FORMS}; or a percentage of the file system (1%..100%)"
 
 
 def _number(value: Any) -> float | None:
-    """A number given as a number (TOML, Python), not as text; None for text."""
+    """A number given as a number (TOML, Python), not as text; None for text (an int too
+    big for a float: infinity, refused as out of range)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
+def shown(value: Any) -> str:
+    """A given value for a message: its repr, cut (a 5,000-character value is not echoed)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def parse_size(value: str | int) -> int:
-    """``2G`` -> 2 GiB in bytes; an int is bytes already. ValueError names the forms."""
+    """``2G`` -> 2 GiB in bytes; an int is bytes already; a whole number of bytes, at most
+    MAX_SIZE. ValueError names the forms."""
+    size: Fraction | None = None
     number = _number(value)
     if number is not None:
-        if math.isfinite(number) and number >= 0 and number == int(number):
-            return int(number)
+        if math.isfinite(number):
+            size = Fraction(value)
     elif isinstance(value, str):
         found = _SIZE.match(value)
-        if found:
-            return int(float(found.group(1)) * _FACTORS[(found.group(2) or "").upper()])
-    raise ValueError(f"{value!r} is not a size: give {SIZE_FORMS}")
+        if found:  # exact: no float rounding of 15 digits times 2**40
+            size = Fraction(found.group(1)) * _FACTORS[(found.group(2) or "").upper()]
+    if size is not None and size.denominator == 1 and 0 <= size <= MAX_SIZE:
+        return int(size)
+    raise ValueError(f"{shown(value)} is not a size: give {SIZE_FORMS} (whole bytes, "
+                     "at most 1 EiB)")
 
 
 def parse_duration(value: str | float, *, zero: bool = False) -> float:
@@ -62,8 +80,9 @@ def parse_duration(value: str | float, *, zero: bool = False) -> float:
         found = _DURATION.match(value)
         if found:
             number = float(found.group(1)) * _SECONDS[(found.group(2) or "s").lower()]
-    if number is None or not math.isfinite(number) or number < 0 or (number == 0 and not zero):
-        raise ValueError(f"{value!r} is not a duration: give {DURATION_FORMS}")
+    if number is None or not 0 <= number <= MAX_SECONDS or (number == 0 and not zero):
+        raise ValueError(f"{shown(value)} is not a duration: give {DURATION_FORMS} (at most "
+                         "a century)")
     return number
 
 
@@ -133,13 +152,16 @@ def parse_mebibytes(value: str | int) -> int:
     (``512M``, ``2G``) is converted. ValueError names the forms."""
     if isinstance(value, str) and re.fullmatch(r"\s*[0-9]{1,15}\s*", value, re.ASCII):
         return int(value)
-    if _number(value) is not None:
-        return parse_size(value)
     try:
-        return parse_size(value) >> 20
+        if _number(value) is not None:
+            return parse_size(value)
+        size = parse_size(value)
+        if size % (1 << 20) == 0:  # a whole number of MiB, not 5K taken for 0
+            return size >> 20
     except ValueError:
-        raise ValueError(f"{value!r} is not a size: give MiB, or a number with M, G or T: "
-                         "1024, 512M, 2G") from None
+        pass
+    raise ValueError(f"{shown(value)} is not a size: give MiB, or a whole number of them "
+                     "with M, G or T: 1024, 512M, 2G")
 
 
 class Mebibytes(int):
@@ -199,8 +221,8 @@ def parse_budget(value: Any) -> Budget:
         if found:
             if 0 < float(found.group(1)) <= 100:
                 return Budget(percent=float(found.group(1)))
-            raise ValueError(f"{value!r} is not a size: give {BUDGET_FORMS}")
+            raise ValueError(f"{shown(value)} is not a size: give {BUDGET_FORMS}")
     try:
         return Budget(bytes=parse_size(value))
     except ValueError:
-        raise ValueError(f"{value!r} is not a size: give {BUDGET_FORMS}") from None
+        raise ValueError(f"{shown(value)} is not a size: give {BUDGET_FORMS}") from None

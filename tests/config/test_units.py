@@ -175,3 +175,36 @@ def test_a_value_is_parsed_once_and_kept_as_bytes_or_seconds() -> None:
     again = loaded.updated(webp_quality=70)  # through flat(): the same values
     assert (again.cache, again.store, again.image.max_bytes) == (
         loaded.cache, loaded.store, loaded.image.max_bytes)
+
+
+@pytest.mark.parametrize("given", [
+    "0.5", "1.1B", "1.1K",  # a fraction of a byte: refused, not cut
+    "999999999999999T", 10 ** 400, 2 ** 60 + 1,  # past 1 EiB (and past a float)
+    1.5,
+])
+def test_a_size_is_whole_bytes_within_an_exbibyte(given: Any) -> None:
+    with pytest.raises(ValueError, match="is not a size"):
+        parse_size(given)
+    assert parse_size(2 ** 60) == 2 ** 60 and parse_size(2 ** 53 + 1) == 2 ** 53 + 1  # exact
+    assert parse_size("999999999999999") == 999_999_999_999_999
+
+
+@pytest.mark.parametrize("given", ["5KB", "5b", "64.5", "1.5M"])
+def test_mebibytes_are_whole(given: str) -> None:
+    """5K was taken for 0 MiB, then refused as 'out of range' (64 or more)."""
+    with pytest.raises(SettingsError, match="whole number of them"):
+        load_settings(worker_max_memory_mib=given)
+
+
+@pytest.mark.parametrize("given", ["999999999999999d", 10 ** 400, "36501d"])
+def test_a_duration_is_at_most_a_century(given: Any) -> None:
+    for name in DURATIONS:
+        with pytest.raises(SettingsError, match=f"^invalid setting {name} = .*at most a"):
+            load_settings(**{name: given})
+
+
+def test_a_long_value_is_not_echoed_whole() -> None:
+    with pytest.raises(SettingsError) as refused:
+        load_settings(max_bytes="9" * 5000)
+    said = str(refused.value)
+    assert len(said) < 400 and "\n" not in said and said.count("9") < 100
