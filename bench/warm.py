@@ -217,7 +217,7 @@ from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import COMBINED, LogFormat
 from imgwarm.cache.logs import log_files, read_logs
 from imgwarm.cache.rank import Decay, choose
-from imgwarm.cache.warm import url_key
+from imgwarm.cache.placeable import url_key
 log, state, now = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 index = Index(state)
 started = time.perf_counter()

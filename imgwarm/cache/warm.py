@@ -33,20 +33,17 @@ from pathlib import Path
 from imgwarm.cache.index import Index
 from imgwarm.cache.lock import INDEX, lock
 from imgwarm.cache.logformat import LogFormat
-from imgwarm.cache.placeable import url_key
 from imgwarm.cache.policy import policies
-from imgwarm.cache.report import TierReport, WarmReport
+from imgwarm.cache.report import WarmReport
 from imgwarm.cache.run import Progress, Run, start_clock
 from imgwarm.cache.steps import check, copy, finish, plan, score, sources
 from imgwarm.cache.steps import evict as evictions
-from imgwarm.cache.steps.evict import evict
 from imgwarm.cache.tiers import open_tiers
 from imgwarm.config import Settings
-from imgwarm.exceptions import LogFormatError, SettingsError, WarmBusy
+from imgwarm.exceptions import LogFormatError, SettingsError
 from imgwarm.store import Stores
 
-__all__ = ["INDEX", "Progress", "TierReport", "WarmBusy", "WarmReport", "evict", "lock",
-           "open_tiers", "url_key", "warm"]
+__all__ = ["WarmReport", "warm"]
 
 STEPS: tuple[Callable[[Run], None], ...] = (
     check.identities,
@@ -83,7 +80,7 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
         at = now or time.time()
         run = Run(settings=settings, tiers=tiers, policies=policies(settings, tiers, report),
                   index=index, stores=Stores.for_settings(settings.store), report=report,
-                  now=at, decay=start_clock(index, cache.half_life(), at), parser=parser,
+                  now=at, decay=start_clock(index, cache.hot_half_life, at), parser=parser,
                   access_logs=cache.access_logs if access_logs is None else access_logs,
                   hot_list=hot_list, full=full, dry_run=dry_run,
                   progress=progress or (lambda *_: None), lock=held)

@@ -20,6 +20,7 @@ from imgwarm.cli.common import (
 from imgwarm.cli.report import bars
 from imgwarm.cli.setting import SettingOption
 from imgwarm.exceptions import ImgwarmError
+from imgwarm.text import printable
 
 if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
@@ -91,7 +92,8 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
             except (click.ClickException, KeyboardInterrupt):
                 raise
             except Exception as error:
-                click.echo(f"warm FAILED (unexpected {type(error).__name__}): {error}", err=True)
+                click.echo(printable(f"warm FAILED (unexpected {type(error).__name__}): {error}"),
+                           err=True)
             beat(state, started, pause, time.time(), _whole(report))
             full = False  # a reconciliation once, at the start
             time.sleep(pause)
@@ -101,7 +103,7 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
 
 def _whole(report: WarmReport | None) -> bool:
     """The run did what it planned: no tier stopped, no copy failed."""
-    return report is not None and not any(t.stopped or t.failed for t in (report.ram, report.nvme))
+    return report is not None and not any(t.stopped or t.failed for t in report.tiers().values())
 
 
 def _once(settings: Any, logs: list[str] | None, log_format: str | None,
@@ -112,5 +114,5 @@ def _once(settings: Any, logs: list[str] | None, log_format: str | None,
     with bars(as_json, "copying") as progress:
         report = run(settings, access_logs=logs, log_format=log_format, hot_list=hot_list,
                      full=full, dry_run=dry_run, progress=progress)
-    click.echo(json_text(report.to_object()) if as_json else report.line())
+    click.echo(json_text(report.to_object()) if as_json else printable(report.line()))
     return report

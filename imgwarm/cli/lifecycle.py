@@ -102,8 +102,8 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         click.echo(json_text(report.to_object()))
     else:
         for path in report.paths:
-            click.echo(f"{'would remove' if dry_run else 'removed'} {path}")
-        click.echo(report.line())
+            click.echo(printable(f"{'would remove' if dry_run else 'removed'} {path}"))
+        click.echo(printable(report.line()))
     ctx.exit(EXIT_OK)
 
 

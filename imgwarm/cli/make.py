@@ -57,7 +57,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     from imgwarm.pipeline.isolate import prestart
 
     if sources:  # the workers start while the settings load and the sources are listed
-        wanted = options.get("workers") or os.cpu_count() or 1
+        wanted = options.get("workers") or _workers_from_env() or os.cpu_count() or 1
         if not any(os.path.isdir(source) for source in sources):  # no more than the files
             wanted = min(wanted, len(sources))
         prestart(max(1, wanted))
@@ -87,6 +87,13 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "
                    f"variants in {where}", err=True)
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _workers_from_env() -> int | None:
+    """IMGWARM_WORKERS before the settings load, to start that many workers ahead (the
+    settings check it; a config file's value is found then, and extra workers stopped)."""
+    given = os.environ.get("IMGWARM_WORKERS", "").strip()
+    return int(given) if given.isascii() and given.isdigit() and 0 < int(given) <= 256 else None
 
 
 @command()

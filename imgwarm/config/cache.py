@@ -77,6 +77,3 @@ class CacheSettings(BaseModel):
             raise ValueError("'..', '.' and empty segments are not allowed")
         return f"/{stripped}/" if stripped else "/"
 
-    def half_life(self) -> float:
-        """``hot_half_life`` (seconds), as warm's clock takes it."""
-        return self.hot_half_life

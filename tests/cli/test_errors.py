@@ -63,7 +63,7 @@ def test_each_class_says_its_exit_code_and_whether_it_is_transient(
 
 def test_the_old_import_paths_still_work() -> None:
     from imgwarm.cache.logformat import LogFormatError
-    from imgwarm.cache.warm import WarmBusy
+    from imgwarm.exceptions import WarmBusy
     from imgwarm.lifecycle.delete import NotAnOriginal, UnknownSource
     from imgwarm.serve.confsafe import ConfigValueError
     from imgwarm.serve.nginx import NginxError
