@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import select
 import signal
 import sqlite3
 import subprocess
@@ -347,12 +348,15 @@ def test_every_runs_again_and_stops_cleanly_on_ctrl_c(site: Site) -> None:
     env = clean_env(**site.env())
     run = subprocess.Popen([str(exe), "warm", "--every", "1s", "--json"], env=env,
                            cwd=site.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.5)
+    assert run.stdout is not None
+    lines = []
+    for _ in range(2):  # two runs reported (a hang guard only: a run takes a second or so)
+        assert select.select([run.stdout], [], [], 60)[0], "no run reported in 60 s"
+        lines.append(run.stdout.readline().decode())
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=30)
+    _, err = run.communicate(timeout=30)
     assert run.returncode == 0, err
-    lines = out.decode().splitlines()
-    assert len(lines) >= 2 and '"nvme"' in lines[0]
+    assert all('"nvme"' in line for line in lines), (lines, err)
 
 
 def test_the_manifest_variants_are_what_warm_places(site: Site) -> None:

@@ -118,3 +118,16 @@ def test_digests_come_from_the_marks(settings: Settings) -> None:
     refusal = base.digest("output", "refusal")
     assert base.updated(max_pixels=5).digest("output", "refusal") != refusal
     assert base.updated(workers=3).digest("output", "refusal") == refusal
+
+
+def test_every_variable_the_docs_name_exists() -> None:
+    """The hand-written pages (README, docs/*.md) name only variables that are read: a
+    setting's, or the tests' own knobs (a renamed setting must not live on in the prose)."""
+    known = {f"IMGWARM_{name.upper()}" for name in fields()} | {
+        "IMGWARM_CONFIG", "IMGWARM_CORPUS", "IMGWARM_FAULTS", "IMGWARM_FUZZ_CASES",
+        "IMGWARM_RACE_YIELD", "IMGWARM_RACE_ROUNDS"}
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    named = {(page.name, found) for page in pages
+             for found in re.findall(r"IMGWARM_[A-Z0-9_]*[A-Z0-9]\b", page.read_text())}
+    assert len(named) >= 5, "no variable found in the docs: the pattern is wrong"
+    assert not {(page, name) for page, name in named if name not in known}

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import gzip
 import random
+import time
+from pathlib import Path
 
+from imgwarm.cache.index import Index
+from imgwarm.cache.logformat import LogFormat
+from imgwarm.cache.logs import Hits, read_logs
+from imgwarm.cache.placeable import Placeable
+from imgwarm.cache.rank import Decay
+from imgwarm.manifest import Variant
 from imgwarm.store.layout import Layout
 
 STAMP = "25/Nov/2026:10:00:00 +0000"
 LAYOUT = Layout()  # the default: 3 levels of 7 bits
 VARIANT = str(LAYOUT.path_for_name("photo.0123456789abcdef.webp"))
+KNOWN = VARIANT.encode()
 
 
 def shaped_junk(rnd: random.Random) -> bytes:
@@ -77,3 +86,27 @@ def cut_gzip(data: bytes) -> bytes:
     """A gzip member cut short (a rotation copied while it was written, a full disk)."""
     packed = gzip.compress(data)
     return packed[:len(packed) * 2 // 3]
+
+
+NOW = 1_790_000_000.0
+FLAT = Decay(NOW, 1e12)
+
+
+def placeable(folder: Path) -> Placeable:
+    """Paths checked as a warm run checks them, against a real index of warm's (made in
+    ``folder`` the first time) that knows one variant, VARIANT."""
+    index = folder / "state" / "index.sqlite"
+    if not index.exists():
+        made = Index(index)
+        made.set_source("up/a.jpg", [Variant(format="webp", width=320, height=200, bytes=900,
+                                             path=VARIANT)], 1.0)
+        made.close(keep=True)
+    return Placeable("/", LAYOUT, str(index))
+
+
+def parse(file: Path, data: bytes) -> tuple[Hits, float]:
+    file.write_bytes(data)
+    paths = placeable(file.parent)
+    started = time.perf_counter()
+    hits = read_logs([file], LogFormat("combined"), {}, FLAT, NOW, paths)
+    return hits, time.perf_counter() - started

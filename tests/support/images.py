@@ -99,3 +99,12 @@ def stray_bytes_jpeg() -> bytes:
     at = data.find(b"\xff\xdb")
     return data[:at] + b"\x00\x01\x02\x03" + data[at:]
 
+
+
+def without_scan_data(data: bytes) -> bytes:
+    """A JPEG cut after its first scan header: every header, none of the image data (what a
+    refusal 'on the header' may read, and all it may)."""
+    sos = data.find(b"\xff\xda")
+    if sos < 0:
+        raise AssertionError("no SOS marker")
+    return data[:sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")]
