@@ -125,9 +125,19 @@ def test_errors_cross_back_as_they_were_and_a_dead_worker_is_replaced(tmp_path: 
         # Killed while idle (by the OOM killer, say): not the next source's fault.
         (worker,) = pixels.pids()
         os.kill(worker, signal.SIGKILL)
-        time.sleep(0.2)
+        while not ended(worker):  # dead before the next source comes (else it is its)
+            time.sleep(0.01)
         assert pixels.make(good, "next.jpg", settings, Credits()).width == 600
         assert pixels.pids() != [worker]
+
+
+def ended(pid: int) -> bool:
+    """The process is gone or a zombie (dead, not yet reaped by its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
 
 
 def _abort(pid: int) -> None:
