@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Format = Literal["avif", "webp", "jpeg"]
-SourceFormat = Literal["jpeg", "png"]
+SourceFormat = Literal["jpeg", "png", "webp", "avif", "heif", "tiff", "gif"]
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,13 @@ OUTPUTS: dict[Format, OutputFormat] = {  # best first: the <picture> order
 }
 ORDER: tuple[Format, ...] = tuple(OUTPUTS)
 
+SOURCES: tuple[SourceFormat, ...] = ("jpeg", "png", "webp", "avif", "heif", "tiff", "gif")
+
 # Source files: the suffixes a folder scan takes, and the format each name claims.
 SOURCE_SUFFIXES: dict[str, SourceFormat] = {
     ".jpg": "jpeg", ".jpeg": "jpeg", ".jpe": "jpeg", ".jfif": "jpeg", ".png": "png",
+    ".webp": "webp", ".avif": "avif", ".heic": "heif", ".heif": "heif", ".tif": "tiff",
+    ".tiff": "tiff", ".gif": "gif",
 }
 
 # Content-Type of every file imgwarm writes, by suffix.

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, REFUSAL, split_csv
 from imgwarm.config.units import Size
-from imgwarm.formats import ORDER, Format
+from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 
 # A fixed quality, or "auto": the lowest whose SSIMULACRA2 score reaches quality_target
 Quality = int | Literal["auto"]
@@ -48,6 +48,12 @@ class ImageSettings(BaseModel):
     accept_png: bool = Field(
         True, json_schema_extra=REFUSAL,
         description="Also accept PNG sources (when their bytes and their name say PNG).")
+    source_formats: list[SourceFormat] = Field(
+        list(SOURCES), json_schema_extra=REFUSAL,
+        description="Source formats accepted (comma-separated) among jpeg, png, webp, avif, "
+        "heif (HEIC where this build can decode it), tiff (its first page), gif (a still "
+        "one): each from its bytes, never its name. Leave out what you do not take (each is "
+        "one more decoder that sees untrusted bytes).")
     max_pixels: int = Field(
         100_000_000, ge=1, json_schema_extra=REFUSAL,
         description="Refuse sources with more pixels (checked on the header).")
@@ -89,7 +95,7 @@ class ImageSettings(BaseModel):
         found: int | Literal["auto"] = getattr(self, f"{fmt}_quality")
         return found
 
-    @field_validator("widths", "formats", mode="before")
+    @field_validator("widths", "formats", "source_formats", mode="before")
     @classmethod
     def _csv(cls, value: Any) -> Any:
         return split_csv(value)
@@ -110,6 +116,17 @@ class ImageSettings(BaseModel):
         if not value:
             raise ValueError("at least one format is needed")
         return [f for f in ORDER if f in value]
+
+    @field_validator("source_formats")
+    @classmethod
+    def _check_sources(cls, value: list[SourceFormat]) -> list[SourceFormat]:
+        if not value:
+            raise ValueError("at least one source format is needed")
+        return [f for f in SOURCES if f in value]
+
+    def accepts(self, source: SourceFormat) -> bool:
+        """Is a source of this format taken (accept_png=false still refuses PNG)?"""
+        return source in self.source_formats and (source != "png" or self.accept_png)
 
     def effective_workers(self) -> int:
         return self.workers or (os.cpu_count() or 1)

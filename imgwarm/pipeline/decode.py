@@ -18,7 +18,9 @@ jpeg_finish_decompress) and loses warnings raised while its last strip is read, 
 the bottom rows passed even with fail_on="warning" (measured: 18 of 300 bit flips in the last
 tenth of a baseline file, each a visibly damaged picture). TurboJPEG reads to the end marker,
 gives each decode its own error text (no shared buffer), releases the GIL, and was 10% faster
-here. PNG: libspng's warnings are benign; its errors (CRC, truncation) are not.
+here. PNG: libspng's warnings are benign; its errors (CRC, truncation) are not. WebP, HEIF
+(AVIF, and HEIC where libheif has its decoder), TIFF and GIF: each by its libvips loader,
+whole (probe.py counts the decoded image in the memory estimate), failing on any error.
 
 TurboJPEG's shrunk decode is taken only for the frames it is known to handle: Huffman-coded
 DCT (baseline, extended, progressive) with 8-bit samples. On a lossless frame it corrupts
@@ -39,7 +41,7 @@ import simplejpeg
 from numpy.typing import NDArray
 
 from imgwarm.exceptions import CorruptImage
-from imgwarm.pipeline.probe import Probe
+from imgwarm.pipeline.probe import Probe, loader
 from imgwarm.pipeline.vipsutil import explain
 
 # TurboJPEG's output for a JPEG of so many components, and what libvips calls it.
@@ -72,6 +74,9 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     libjpeg warns about; PNG errors come later, from libvips, as pyvips.Error."""
     if probe.format == "png":
         return pyvips.Image.pngload_buffer(probe.data, fail_on="error", access="sequential")
+    if probe.format != "jpeg":  # WebP, HEIF, TIFF, GIF: whole, by their own loaders
+        image = loader(probe.format)(probe.data, fail_on="error", access="sequential")
+        return _with_profile(image, probe)
     space, interpretation = _SPACES.get(probe.bands, ("RGB", "srgb"))
     if not probe.shrinkable:  # lossless, arithmetic-coded: whole, through libjpeg's own API
         _strict(probe, space, name)  # read to the end: jpegload stops short of it

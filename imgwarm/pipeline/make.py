@@ -86,8 +86,9 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
     if cost > settings.max_memory:
         held = ""
         if info.buffered:
-            held = ("a progressive or multi-scan JPEG holds all of its coefficients; "
-                    if info.format == "jpeg" else "an interlaced PNG is decoded whole; ")
+            held = {"jpeg": "a progressive or multi-scan JPEG holds all of its coefficients; ",
+                    "png": "an interlaced PNG is decoded whole; "}.get(
+                        info.format, f"a {info.format.upper()} image is decoded whole; ")
         if searched:
             held += "an auto quality's metric holds its own planes of the widest variant; "
         raise LimitExceeded(

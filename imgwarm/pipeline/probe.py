@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
 
+import piexif
 import pyvips
 
 from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
-from imgwarm.formats import SourceFormat
+from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
 from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.jpeg import read_header
-from imgwarm.pipeline.sniff import JPEG, PNG, claimed, sniff
+from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, sniff
 from imgwarm.pipeline.vipsutil import VipsComplaint, vips_reason
 
 _SAMPLE_BYTES = {"uchar": 1, "ushort": 2}
@@ -48,22 +51,64 @@ class Probe:
         return self.width if self.transposed else self.height
 
 
+# One container, two codings: a name of either says the same family.
+_FAMILY: dict[SourceFormat, str] = {"avif": "heif"}
+
+
 def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     kind = sniff(data)
-    if kind == JPEG:
-        return "jpeg"
-    if kind == PNG and settings.accept_png:
-        said = claimed(name)
-        if said in (None, PNG):
-            return "png"
+    found = SOURCE_OF.get(kind or "")
+    if found is not None and settings.accepts(found):
+        said = SOURCE_SUFFIXES.get(PurePath(name).suffix.lower())
+        # A JPEG goes by its bytes whatever its name (cameras and uploads misname them);
+        # another format under a name that says something else is a mistake, or a trick.
+        if found == "jpeg" or said is None or _FAMILY.get(said, said) == \
+                _FAMILY.get(found, found):
+            return found
         raise UnsupportedFormat(
-            name, f"the content is a PNG image but the name says {said}: refusing a mislabelled "
-            "file (rename it .png to convert it as PNG)"
+            name, f"the content is a {kind} image but the name says {claimed(name)}: refusing a "
+            f"mislabelled file (rename it .{_SUFFIX[found]} to convert it as {kind})"
         )
-    accepted = "JPEG or PNG" if settings.accept_png else "JPEG"
+    taken = [NAMES[f] for f in settings.source_formats if settings.accepts(f)]
+    accepted = ", ".join(taken[:-1]) + f" or {taken[-1]}" if len(taken) > 1 else taken[0]
     if kind is None:  # never echo the bytes: they may be anything the path leads to
         raise UnsupportedFormat(name, f"not a recognised image format; imgwarm takes {accepted}")
     raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
+
+
+_SUFFIX: dict[SourceFormat, str] = {"jpeg": "jpg", "png": "png", "webp": "webp", "avif": "avif",
+                                    "heif": "heic", "tiff": "tif", "gif": "gif"}
+
+
+def loader(source_format: SourceFormat) -> Any:
+    """The libvips loader of a format other than JPEG and PNG (both have their own path)."""
+    return {"webp": pyvips.Image.webpload_buffer, "avif": pyvips.Image.heifload_buffer,
+            "heif": pyvips.Image.heifload_buffer, "tiff": pyvips.Image.tiffload_buffer,
+            "gif": pyvips.Image.gifload_buffer}[source_format]
+
+
+def _other_format(header: pyvips.Image, source_format: SourceFormat,
+                  name: str) -> tuple[bytes | None, list[str]]:
+    """The EXIF (its TIFF block) of a WebP, HEIF, TIFF or GIF source, and what is said of it.
+    An animation is refused: a still made of one frame would stand for the whole. A TIFF's
+    first page is made; a HEIF's primary image (libheif has applied its rotation and
+    mirroring: the header carries no orientation to apply again)."""
+    pages = header.get("n-pages") if header.get_typeof("n-pages") else 1
+    notes = []
+    if source_format in ("gif", "webp") and pages > 1:
+        raise UnsupportedFormat(
+            name, f"an animated {NAMES[source_format]} ({pages} frames): imgwarm makes still "
+            "images, and a still of one frame would stand for the whole animation")
+    if source_format == "tiff" and pages > 1:
+        notes.append(f"a TIFF of {pages} pages: the first page made")
+    exif = bytes(header.get("exif-data")) if header.get_typeof("exif-data") else None
+    if exif is not None:
+        exif = exif.removeprefix(b"Exif\x00\x00") or None
+    if exif is None and header.get_typeof("image-description"):  # a TIFF's own tag
+        text = str(header.get("image-description")).encode("utf-8", "surrogateescape")
+        exif = piexif.dump({"0th": {piexif.ImageIFD.ImageDescription: text}})
+        exif = exif.removeprefix(b"Exif\x00\x00")
+    return exif, notes
 
 
 def _interlaced_png(data: bytes) -> bool:
@@ -94,14 +139,16 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         pixels, exif = jpeg.pixels, jpeg.exif
         buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
         load = pyvips.Image.jpegload_buffer
-    else:
+    elif source_format == "png":
         interlaced = _interlaced_png(data)
         load = pyvips.Image.pngload_buffer
+    else:
+        load = loader(source_format)
     try:
         header = load(data, access="sequential")
     except pyvips.Error as error:
         reason = vips_reason(error, meaning=False)
-        raise VipsComplaint(name, f"corrupt {source_format.upper()} header: {reason}") from None
+        raise VipsComplaint(name, f"corrupt {NAMES[source_format]} header: {reason}") from None
     width, height = header.width, header.height
     if width * height > settings.max_pixels:
         raise LimitExceeded(
@@ -110,8 +157,10 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         )
     orientation = header.get("orientation") if header.get_typeof("orientation") else 1
     icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
-    notes = []
-    if interlaced:
+    notes: list[str] = []
+    if source_format not in ("jpeg", "png"):
+        exif, notes = _other_format(header, source_format, name)
+    if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
         buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
     if icc:
         problem = profile_problem(bytes(icc), header.interpretation, header.bands, header.format)

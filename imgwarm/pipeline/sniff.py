@@ -1,16 +1,22 @@
 """Sniff: what a file really is, from its first bytes (never from its name).
 
-Only JPEG and PNG are ever handed to a decoder; for the rest it is enough to name them in the
-refusal, so no other libvips loader (SVG, TIFF, HEIF, ImageMagick...) sees untrusted bytes.
+Only the source formats (formats.SOURCES, as ``source_formats`` allows) are ever handed to a
+decoder, each to its own loader; for the rest it is enough to name them in the refusal, so
+no other libvips loader (SVG, PDF, ImageMagick...) sees untrusted bytes.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
 
-from imgwarm.formats import SOURCE_SUFFIXES
+from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
 
 JPEG, PNG = "JPEG", "PNG"
+# What a source format is called in messages, and the sniffed names of each.
+NAMES: dict[SourceFormat, str] = {"jpeg": JPEG, "png": PNG, "webp": "WebP", "avif": "AVIF",
+                                  "heif": "HEIC", "tiff": "TIFF", "gif": "GIF"}
+SOURCE_OF: dict[str, SourceFormat] = {name: fmt for fmt, name in NAMES.items()} | {
+    "HEIF": "heif"}
 
 # (offset, signature, format name), checked in order.
 _SIGNATURES: list[tuple[int, bytes, str]] = [
@@ -22,10 +28,6 @@ _SIGNATURES: list[tuple[int, bytes, str]] = [
     (0, b"II*\x00", "TIFF"),
     (0, b"MM\x00*", "TIFF"),
     (0, b"BM", "BMP"),
-    (4, b"ftypavif", "AVIF"),
-    (4, b"ftypavis", "AVIF"),
-    (4, b"ftypheic", "HEIC"),
-    (4, b"ftypmif1", "HEIF"),
     (0, b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
     (0, b"\xff\x0a", "JPEG XL"),
     (0, b"\x00\x00\x00\x0cjP  ", "JPEG 2000"),
@@ -42,8 +44,31 @@ CLAIMING_SUFFIXES = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.item
 }
 
 
+# ISOBMFF brands (the ftyp box: major, then compatible ones) of the HEIF family.
+_AVIF_BRANDS = {b"avif", b"avis"}
+_HEVC_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis"}
+_HEIF_BRANDS = {b"mif1", b"mif2", b"mif3", b"msf1"}
+
+
+def _heif(data: bytes) -> str | None:
+    """AVIF, HEIC or HEIF from the ftyp box's brands; None when it is no HEIF file."""
+    if data[4:8] != b"ftyp":
+        return None
+    size = int.from_bytes(data[:4], "big")
+    box = data[8:min(max(size, 16), 4096, len(data))]
+    brands = {box[i:i + 4] for i in range(0, len(box) - 3, 4)} - {box[4:8]}  # (minor version)
+    if brands & _AVIF_BRANDS:
+        return "AVIF"
+    if brands & _HEVC_BRANDS:
+        return "HEIC"
+    return "HEIF" if brands & _HEIF_BRANDS else None
+
+
 def sniff(data: bytes) -> str | None:
     """The format the bytes say, e.g. "JPEG", "PNG", "WebP"; None when unknown."""
+    heif = _heif(data)
+    if heif is not None:
+        return heif
     for offset, signature, name in _SIGNATURES:
         if data[offset:offset + len(signature)] == signature:
             return name

@@ -31,6 +31,8 @@ _EXPLAIN = {
     "Premature end of JPEG file": "truncated JPEG data",
     # Any other libjpeg complaint about the picture data (see decode.py for why it refuses).
     "Corrupt JPEG data": "corrupt JPEG data",
+    "has not been built in: HEVC": "unsupported: an HEVC-coded HEIC image, and this build of "
+    "libheif has no HEVC decoder (libde265); convert it to JPEG or AVIF first",
 }
 _GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region", "read gave")
 
