@@ -12,7 +12,13 @@ import re
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from imgwarm.exceptions import SettingsError
 from imgwarm.formats import Format
@@ -43,6 +49,15 @@ class Variant(BaseModel):
     path: str  # relative to the origin root; also the URL path
     quality: int | None = None  # the encoder's quality (None: a manifest made before)
     score: float | None = None  # SSIMULACRA2 against the resized source (auto quality)
+    hdr: bool = False  # an Ultra HDR JPEG: the source's gain map, resized with it
+
+    @model_serializer(mode="wrap")
+    def _plain(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``hdr`` only where it is true: an SDR variant is written as before it existed."""
+        found: dict[str, Any] = handler(self)
+        if not self.hdr:
+            found.pop("hdr", None)
+        return found
 
 
 class Placeholder(BaseModel):

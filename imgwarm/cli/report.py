@@ -85,7 +85,7 @@ def quality_lines(manifest: Manifest) -> list[str]:
     for v in manifest.variants:
         quality = "q?" if v.quality is None else f"q{v.quality}"
         found = "" if v.score is None else f" score {v.score:.1f}"
-        lines.append(f"  {v.format:4} {v.width:5} {quality}{found}")
+        lines.append(f"  {v.format:4} {v.width:5} {quality}{found}{' HDR' if v.hdr else ''}")
     return lines
 
 

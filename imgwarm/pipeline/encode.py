@@ -23,8 +23,9 @@ from imgwarm.formats import OUTPUTS, Format
 class Frame:
     """One resampled picture, already in memory, handed to every encoder."""
 
-    def __init__(self, image: pyvips.Image) -> None:
+    def __init__(self, image: pyvips.Image, hdr: pyvips.Image | None = None) -> None:
         self.image = image
+        self.hdr = hdr  # the same pixels with a gain map attached, for JPEG (gainmap.py)
         self._picture: Image.Image | None = None
 
     @property
@@ -53,12 +54,12 @@ def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | Non
     out = io.BytesIO()
     extra = {"exif": exif} if exif else {}  # for Pillow's encoders
     if fmt == "jpeg":
-        image = frame.image
+        image = frame.image if frame.hdr is None else frame.hdr
         if image.hasalpha() and not OUTPUTS[fmt].alpha:
             image = image.flatten(background=[255, 255, 255])
-        data = image.jpegsave_buffer(
-            Q=quality, interlace=True, optimize_coding=True, keep="none"
-        )
+        data = image.jpegsave_buffer(  # EXIF goes in below; a gain map, when there is one
+            Q=quality, interlace=True, optimize_coding=True,
+            keep="none" if frame.hdr is None else "gainmap")
         if not exif:
             return bytes(data)
         piexif.insert(exif, bytes(data), out)

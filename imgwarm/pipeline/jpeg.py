@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOI, EOI, SOS, APP0, APP1, APP14 = 0xD8, 0xD9, 0xDA, 0xE0, 0xE1, 0xEE
+SOI, EOI, SOS, APP0, APP1, APP2, APP14 = 0xD8, 0xD9, 0xDA, 0xE0, 0xE1, 0xE2, 0xEE
 # Frame markers (SOFn) other than DHT (C4), JPG (C8) and DAC (CC).
 _SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 _PROGRESSIVE = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
@@ -49,6 +49,7 @@ class JpegHeader:
     stray: int = 0  # bytes between header segments that belong to none
     exif: bytes | None = None  # the TIFF block of the first APP1 Exif segment
     adobe: bool = False  # an APP14 Adobe segment: libjpeg then reads CMYK as stored inverted
+    mpf: bool = False  # an APP2 MPF segment: a second picture follows (an HDR gain map?)
     pixels: bytes = b""  # what the pixel decoder reads (see ``read_header``)
     complete: bool = False
 
@@ -154,6 +155,8 @@ def read_header(data: bytes) -> JpegHeader:
             _read_frame(header, marker, segment, pos - 1)
         elif marker == APP1 and header.exif is None and segment[2:8] == _EXIF:
             header.exif = bytes(segment[8:])
+        elif marker == APP2 and segment[2:6] == b"MPF\x00":
+            header.mpf = True
         elif marker == APP14 and segment[2:7] == b"Adobe":
             header.adobe = True
         elif marker == APP0 and segment[2:7] == b"JFIF\x00" and len(segment) > 8:

@@ -23,6 +23,7 @@ class Encoded:
     data: bytes
     quality: int
     score: float | None = None  # SSIMULACRA2 against the resized source (auto quality only)
+    hdr: bool = False  # carries the source's gain map (Ultra HDR: pipeline/gainmap.py)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, SourceError
 from imgwarm.formats import OUTPUTS, Format
 from imgwarm.manifest import Credits, Placeholder
-from imgwarm.pipeline import metadata
+from imgwarm.pipeline import gainmap, metadata
 from imgwarm.pipeline.budget import budget
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
@@ -99,13 +99,26 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
     return Plan(widths, formats, cost, notes)
 
 
+def _gain(info: Probe, warnings: list[str]) -> pyvips.Image | None:
+    """The source's gain map, turned as the picture is; None (said in ``warnings``) when it
+    cannot be decoded: the photo is then made SDR, not refused."""
+    if info.gainmap is None:
+        return None
+    try:
+        return gainmap.prepare(info.gainmap, info.orientation)
+    except pyvips.Error:
+        warnings.append(gainmap.UNREADABLE.format("its data is damaged or cut short"))
+        return None
+
+
 def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSettings,
-                chosen: Plan) -> tuple[list[Encoded], Placeholder | None]:
+                chosen: Plan, warnings: list[str]) -> tuple[list[Encoded], Placeholder | None]:
     """Every file, and the placeholder (from the smallest variant's pixels)."""
     widths = chosen.widths
     full_w, full_h = info.displayed_width, info.displayed_height
     with budget(settings.max_memory).reserve(chosen.cost):
         master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
+        gain = _gain(info, warnings) if "jpeg" in chosen.formats else None
         slug = slug_for(printable(name))
         files: list[Encoded] = []
         preview = None
@@ -113,8 +126,9 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
         for width in widths:
             resized = fit(master, width, height_for(width, full_w, full_h))
             # Resample once into memory; every encoder then reads the same pixels.
-            frame = Frame(resized if resized is master else resized.copy_memory())
-            image = frame.image
+            image = resized if resized is master else resized.copy_memory()
+            frame = Frame(image, None if gain is None or info.gainmap is None else
+                          gainmap.for_variant(info.gainmap, gain, image, full_w, full_h))
             if width == widths[0]:
                 preview = placeholder(image)
             references: dict[bool, Reference] = {}  # auto: the metric's, for every format
@@ -133,7 +147,7 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
                 file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
                                  settings.hash_length)
                 files.append(Encoded(fmt, image.width, image.height, file, data, quality,
-                                     found))
+                                     found, hdr=fmt == "jpeg" and frame.hdr is not None))
     return files, preview
 
 
@@ -146,9 +160,9 @@ def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Ma
         final, exif_source, keep_gps=settings.keep_gps, keep_maker_notes=settings.keep_maker_notes
     )
     chosen = plan(name, info, settings)
-    files, preview = _encode_all(name, info, exif, settings, chosen)
-    return Made(info.displayed_width, info.displayed_height, final, files,
-                [*info.notes, *chosen.notes, *left_out], preview)
+    warnings = [*info.notes, *chosen.notes, *left_out]
+    files, preview = _encode_all(name, info, exif, settings, chosen, warnings)
+    return Made(info.displayed_width, info.displayed_height, final, files, warnings, preview)
 
 
 PREVIEW_WIDTH = 64  # decoded (shrunk on load) for the placeholder of a manifest without one

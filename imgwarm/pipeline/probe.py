@@ -12,7 +12,9 @@ import pyvips
 from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
+from imgwarm.pipeline import gainmap
 from imgwarm.pipeline.colour import profile_problem
+from imgwarm.pipeline.gainmap import GainMap
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, sniff
 from imgwarm.pipeline.vipsutil import VipsComplaint, vips_reason
@@ -36,6 +38,7 @@ class Probe:
     exif: bytes | None = None  # the TIFF block of the JPEG's EXIF segment
     buffered: int = 0  # bytes a decoder must hold for the whole image (progressive JPEG...)
     shrinkable: bool = False  # a JPEG frame the fast shrunk decode handles (decode.py)
+    gainmap: GainMap | None = None  # an Ultra HDR JPEG's (gainmap.py)
     notes: list[str] = field(default_factory=list)  # fallbacks taken, for the manifest
 
     @property
@@ -130,12 +133,13 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         )
     source_format = _accepted(data, name, settings)
     pixels, exif, buffered, adobe, interlaced, shrinkable = data, None, 0, False, False, False
+    mpf = False
     if source_format == "jpeg":
         jpeg = read_header(data)
         unsupported = jpeg.unsupported()
         if unsupported is not None:
             raise CorruptImage(name, f"unsupported JPEG coding: {unsupported}")
-        shrinkable = jpeg.shrinkable
+        shrinkable, mpf = jpeg.shrinkable, jpeg.mpf
         pixels, exif = jpeg.pixels, jpeg.exif
         buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
         load = pyvips.Image.jpegload_buffer
@@ -162,6 +166,11 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         exif, notes = _other_format(header, source_format, name)
     if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
         buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
+    gain = None
+    if source_format == "jpeg" and mpf:  # a second picture: an HDR gain map?
+        gain, said = gainmap.find(data, width, height)
+        notes += said
+        buffered += gain.decoded_bytes if gain else 0
     if icc:
         problem = profile_problem(bytes(icc), header.interpretation, header.bands, header.format)
         if problem is not None:
@@ -181,5 +190,6 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         exif=exif,
         buffered=buffered,
         shrinkable=shrinkable,
+        gainmap=gain,
         notes=notes,
     )

@@ -28,6 +28,8 @@ from imgwarm.store import Stores
 from imgwarm.store.origin import local_key
 
 PREFERRED = ("webp", "jpeg")  # preload a format every browser takes (AVIF is not yet one)
+HDR_MEDIA = "(dynamic-range: high)"  # where an Ultra HDR JPEG is shown rather than WebP/AVIF
+SDR_MEDIA = "not all and (dynamic-range: high)"  # ("standard" matches HDR screens too)
 HREF_WIDTH = 640  # the URL for browsers without imagesrcset: a width that suits most slots
 # What a browser sends unescaped in a path (RFC 3986 pchar); the rest it percent-encodes, and
 # nginx's $request_uri, which the map reads, keeps it so.
@@ -159,14 +161,35 @@ def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
         if not VARIANT_PATH.fullmatch(variant.path):
             raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
                              f"{variant.path!r} that is not one imgwarm writes")
+    hdr = sorted((v for v in manifest.variants if v.format == "jpeg" and v.hdr),
+                 key=lambda v: v.width)
+    for variant in hdr:
+        if not VARIANT_PATH.fullmatch(variant.path):
+            raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
+                             f"{variant.path!r} that is not one imgwarm writes")
+    # An Ultra HDR hero: HDR screens take its JPEG (picture.py), the others the usual file;
+    # each preload only where it is the file the page will use.
+    links = [(variants, SDR_MEDIA if hdr and variants != hdr else None)]
+    if hdr and variants != hdr:
+        links.append((hdr, HDR_MEDIA))
+    # (pushed, where push is on: the usual file alone; most screens are not HDR)
+    plain = ", ".join(_link(chosen, media, prefix, sizes, push=media != HDR_MEDIA)
+                      for chosen, media in links)
+    nopush = ", ".join(_link(chosen, media, prefix, sizes, push=False)
+                       for chosen, media in links)
+    return Page(path=quoted(request_path(page), f"page {page!r}"),
+                link=quoted(plain, f"page {page!r}"), nopush=quoted(nopush, f"page {page!r}"))
+
+
+def _link(variants: list[Variant], media: str | None, prefix: str, sizes: str, *,
+          push: bool) -> str:
+    """One preload link of a Link header (``media``: the screens it is for)."""
     href = next((v for v in variants if v.width >= HREF_WIDTH), variants[-1])
-    media = OUTPUTS[variants[0].format].media_type
+    kind = OUTPUTS[variants[0].format].media_type
     srcset = ", ".join(f"{prefix}{v.path} {v.width}w" for v in variants)
-    start = f"<{prefix}{href.path}>; rel=preload"
-    rest = (f'; as=image; type="{media}"; imagesrcset="{srcset}"; imagesizes="{sizes}"; '
-            "fetchpriority=high")
     # nopush right after rel: nginx's push parser splits the header at every comma, even
     # inside the quoted srcset, so a nopush at the end would not reach the first link.
-    return Page(path=quoted(request_path(page), f"page {page!r}"),
-                link=quoted(start + rest, f"page {page!r}"),
-                nopush=quoted(f"{start}; nopush{rest}", f"page {page!r}"))
+    start = f"<{prefix}{href.path}>; rel=preload" + ("" if push else "; nopush")
+    screens = f'; media="{media}"' if media else ""
+    return (f'{start}; as=image; type="{kind}"; imagesrcset="{srcset}"; '
+            f'imagesizes="{sizes}"{screens}; fetchpriority=high')

@@ -8,6 +8,10 @@
            style="background:#8a9a7b url(data:image/webp;base64,...) 50% 50%/cover no-repeat">
     </picture>
 
+An Ultra HDR source (its JPEG variants carry the gain map) is offered first to HDR screens,
+as JPEG: ``<source media="(dynamic-range: high)" type="image/jpeg" ...>``; WebP and AVIF
+hold the SDR picture only, and other screens take them as before.
+
 A browser takes the first ``<source>`` whose type it supports and, from its ``srcset``, the
 narrowest width that fills the slot ``sizes`` describes (``auto``: the laid-out width, for a
 lazy image). ``width`` and ``height`` give the aspect ratio, so the page does not move when the
@@ -31,7 +35,7 @@ from pydantic import ValidationError
 from imgwarm.exceptions import PictureError, SettingsError
 from imgwarm.formats import ORDER, OUTPUTS
 from imgwarm.manifest import Manifest, Placeholder, Variant
-from imgwarm.serve.pages import HREF_WIDTH, VARIANT_PATH, check_sizes, preferred
+from imgwarm.serve.pages import HDR_MEDIA, HREF_WIDTH, VARIANT_PATH, check_sizes, preferred
 
 _COLOR = re.compile(r"#[0-9a-f]{6}")
 _LQIP = re.compile(r"data:image/webp;base64,[A-Za-z0-9+/]+={0,2}")
@@ -55,6 +59,9 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
         offered = [f for f in ORDER if f in by_format and by_format[f] is not fallback]
         shown_sizes = f"auto, {sizes}"  # lazy images: the laid-out width, where supported
     lines = ["<picture>"]
+    if any(v.hdr for v in by_format.get("jpeg", [])):  # HDR screens: the Ultra HDR JPEG first
+        lines.append(f'  <source media="{HDR_MEDIA}" type="image/jpeg" '
+                     f'srcset="{_srcset(by_format["jpeg"], base)}" sizes="{escape(shown_sizes)}">')
     for fmt in offered:
         lines.append(f'  <source type="{OUTPUTS[fmt].media_type}" '
                      f'srcset="{_srcset(by_format[fmt], base)}" sizes="{escape(shown_sizes)}">')

@@ -28,15 +28,12 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.gallery import HERO_WIDTH
 from imgwarm.store import Stores
-from tests.support import parts
 from tests.support.nginx import nginx
 from tests.support.servers import free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 
-playwright = pytest.importorskip("playwright.sync_api")  # ./test.sh installs it
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 IMGWARM = Path(sys.executable).parent / "imgwarm"
 VIEWS = [(390, 844, 1), (390, 844, 2), (1440, 900, 1), (1440, 900, 2)]
 COUNT = 24  # enough for a column of images far below the fold on a phone
@@ -110,15 +107,6 @@ def _listening(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.2)
         return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    parts.binary("chromium", fallback=CHROMIUM)
-    with playwright.sync_playwright() as driver:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @dataclass

@@ -5,9 +5,10 @@ of the session (redis-server, moto's S3), and a real tmpfs for the RAM tier."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -108,3 +109,18 @@ def ram(tmp_path: Path) -> Iterator[Path]:
     """A real 64 MB tmpfs for the RAM tier (root; else the test skips, or fails on CI)."""
     with mounted_tmpfs(tmp_path / "ram", "64m") as root:
         yield root
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+    from playwright import sync_api
+
+    parts.binary("chromium", fallback=CHROMIUM)
+    with sync_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
