@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy
 import piexif
 import pytest
 import pyvips
@@ -31,6 +32,18 @@ BRIGHT, DIM = (4.0, 3.0, 2.0), (0.4, 0.3, 0.2)  # linear light: 1.0 is SDR white
 def luminance(image: pyvips.Image) -> float:
     """Mean linear luminance (Rec. 709) of an scRGB picture."""
     return float((image[0] * 0.2126 + image[1] * 0.7152 + image[2] * 0.0722).avg())
+
+
+def luminance_plane(image: pyvips.Image) -> numpy.ndarray:
+    plane = (image[0] * 0.2126 + image[1] * 0.7152 + image[2] * 0.0722).cast("float")
+    return numpy.ndarray(buffer=plane.write_to_memory(), dtype=numpy.float32,
+                         shape=(plane.height, plane.width))
+
+
+def median_relative_error(found: pyvips.Image, reference: pyvips.Image) -> float:
+    """The median, over pixels, of |found - reference| / reference in linear luminance."""
+    a, b = luminance_plane(found), luminance_plane(reference)
+    return float(numpy.median(numpy.abs(a - b) / (b + 0.05)))
 
 
 def synthetic(orientation: int = 1) -> bytes:
@@ -82,7 +95,13 @@ def test_every_jpeg_variant_of_an_ultra_hdr_photo_carries_its_gain_map(
                                              round(source_gain.height * variant.height / 2160))
         for name in ("gainmap-max-content-boost", "gainmap-min-content-boost", "gainmap-gamma"):
             assert image.get(name) == pytest.approx(source.get(name), rel=1e-3), name
-        assert luminance(image.uhdr2scRGB()) == pytest.approx(source_hdr, rel=0.05)
+        rendition = image.uhdr2scRGB()
+        assert luminance(rendition) == pytest.approx(source_hdr, rel=0.05)
+        # per pixel: the source's rendition at this size (median error measured 1.0-2.3%;
+        # fine detail differs more, JPEG-compressed at 320 px: 95th percentile 7-26%)
+        reference = source.uhdr2scRGB().resize(variant.width / 3840,
+                                               vscale=variant.height / 2160)
+        assert median_relative_error(rendition, reference) < 0.05, variant.width
         # the SDR picture is the source's, resized: an SDR screen sees what it saw before
         sdr = source.resize(variant.width / 3840, vscale=variant.height / 2160)
         assert abs(image.avg() - sdr.avg()) < 2.0
