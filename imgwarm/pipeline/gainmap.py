@@ -49,9 +49,9 @@ _KINDS = {"array": pyvips.GValue.array_double_type, "double": pyvips.GValue.gdou
 
 
 def find(data: bytes, width: int, height: int) -> tuple[GainMap | None, list[str]]:
-    """The gain map of a JPEG whose header has an MPF segment, and what is said of it: None
-    (with a warning) when it cannot be read or is larger than the picture; None alone when
-    the file holds no gain map (MPF is also used for other second pictures)."""
+    """The gain map of a JPEG whose header has an MPF segment and says it has one (hdrgm XMP or
+    ISO 21496-1's APP2: cameras also put previews behind MPF), and what is said of it: None,
+    with a warning, when it cannot be read or is larger than the picture."""
     try:
         header = pyvips.Image.uhdrload_buffer(data, access="sequential")
         if not header.get_typeof("gainmap-data"):

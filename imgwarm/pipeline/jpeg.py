@@ -27,6 +27,8 @@ _METADATA = frozenset({*range(0xE1, 0xEE), 0xEF, 0xFE})
 _EXIF = b"Exif\x00\x00"
 _BLOCK_BYTES = 64 * 2  # one 8x8 block of 16-bit DCT coefficients
 
+_XMP = b"http://ns.adobe.com/xap/1.0/\x00"
+_ISO_GAINMAP = b"urn:iso:std:iso:ts:21496:-1"
 
 @dataclass(frozen=True)
 class Component:
@@ -49,7 +51,9 @@ class JpegHeader:
     stray: int = 0  # bytes between header segments that belong to none
     exif: bytes | None = None  # the TIFF block of the first APP1 Exif segment
     adobe: bool = False  # an APP14 Adobe segment: libjpeg then reads CMYK as stored inverted
-    mpf: bool = False  # an APP2 MPF segment: a second picture follows (an HDR gain map?)
+    mpf: bool = False  # an APP2 MPF segment: a second picture follows (a preview, a gain map)
+    # the picture says it has a gain map: Adobe/Android XMP (hdrgm) or ISO 21496-1's APP2
+    gainmap_tag: bool = False
     pixels: bytes = b""  # what the pixel decoder reads (see ``read_header``)
     complete: bool = False
 
@@ -157,6 +161,9 @@ def read_header(data: bytes) -> JpegHeader:
             header.exif = bytes(segment[8:])
         elif marker == APP2 and segment[2:6] == b"MPF\x00":
             header.mpf = True
+        elif (marker == APP1 and segment[2:31] == _XMP and b"hdrgm" in segment) or \
+                (marker == APP2 and segment[2:2 + len(_ISO_GAINMAP)] == _ISO_GAINMAP):
+            header.gainmap_tag = True
         elif marker == APP14 and segment[2:7] == b"Adobe":
             header.adobe = True
         elif marker == APP0 and segment[2:7] == b"JFIF\x00" and len(segment) > 8:

@@ -139,7 +139,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         unsupported = jpeg.unsupported()
         if unsupported is not None:
             raise CorruptImage(name, f"unsupported JPEG coding: {unsupported}")
-        shrinkable, mpf = jpeg.shrinkable, jpeg.mpf
+        shrinkable, mpf = jpeg.shrinkable, jpeg.mpf and jpeg.gainmap_tag
         pixels, exif = jpeg.pixels, jpeg.exif
         buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
         load = pyvips.Image.jpegload_buffer
@@ -167,7 +167,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
         buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
     gain = None
-    if source_format == "jpeg" and mpf:  # a second picture: an HDR gain map?
+    if source_format == "jpeg" and mpf:  # a second picture, said to be an HDR gain map
         gain, said = gainmap.find(data, width, height)
         notes += said
         buffered += gain.decoded_bytes if gain else 0

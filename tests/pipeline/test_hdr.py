@@ -154,6 +154,31 @@ def test_a_bogus_gain_map_tag_is_made_sdr(settings: Settings, tmp_path: Path) ->
     assert not any(v.hdr for v in manifest.variants) and manifest.warnings == []
 
 
+def without_segment(data: bytes, marker: int, start: bytes) -> bytes:
+    """The JPEG without its first header segment of ``marker`` whose data starts so."""
+    at = 2
+    while data[at + 1] != 0xDA:
+        length = int.from_bytes(data[at + 2:at + 4], "big")
+        if data[at + 1] == marker and data[at + 4:at + 4 + len(start)] == start:
+            return data[:at] + data[at + 2 + length:]
+        at += 2 + length
+    raise AssertionError("no such segment")
+
+
+def test_a_second_picture_that_is_no_gain_map_is_left_alone(settings: Settings,
+                                                            tmp_path: Path) -> None:
+    """Cameras put previews after the picture, found through MPF as a gain map is; without
+    the picture's own gain-map tag (ISO 21496-1's APP2, or hdrgm XMP) it is not read as one,
+    and no warning is given."""
+    data = synthetic()
+    plain = without_segment(data, 0xE2, b"urn:iso:std:iso:ts:21496:-1")
+    assert b"MPF\x00" in plain[:2000] and pyvips.Image.new_from_buffer(plain, "").get(
+        "vips-loader") == "uhdrload_buffer"  # libvips alone would still take it for HDR
+    manifest = make(tmp_path, settings, "preview.jpg", plain)
+    assert not any(v.hdr for v in manifest.variants) and manifest.warnings == []
+    assert all(gain_of(opened(settings, v)) is None for v in manifest.variants)
+
+
 def _cut_gain_map(data: bytes) -> bytes:
     """The file cut in the middle of its second picture (the gain map, right after the first
     picture's end marker): the first is whole."""
