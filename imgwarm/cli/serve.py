@@ -29,6 +29,12 @@ HTTP_FILE, SERVER_FILE = "imgwarm-http.conf", "imgwarm-server.conf"
 @click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path),
               help="Certificate: listen with TLS and HTTP/2.")
 @click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--hsts", type=click.IntRange(0, 10 * 365 * 86400), metavar="SECONDS",
+              help="With TLS: the Strict-Transport-Security max-age (default two years, "
+              "63072000; 0 tells browsers to forget it).")
+@click.option("--no-hsts", is_flag=True,
+              help="With TLS: send no Strict-Transport-Security header (leave it to the "
+              "site, or to a proxy in front).")
 @click.option("--no-reuseport", is_flag=True,
               help="Leave reuseport off the listen (another server has this address).")
 @click.option("--access-log", metavar="PATH",
@@ -65,6 +71,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     Exit status: 0 written, 1 nginx -t failed or push refused, 2 usage errors.
     """
     from imgwarm.serve.nginx import (
+        HSTS_MAX_AGE,
         OPEN_FILES,
         NginxOptions,
         check_push,
@@ -85,10 +92,14 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
                      prefix=prefix, sizes=sizes) if pages is not None else []
     if options["push"]:
         check_push(nginx_version())
+    if options["no_hsts"] and options["hsts"] is not None:
+        raise click.UsageError("--hsts and --no-hsts: one or the other")
     config = render(settings, NginxOptions(
         listen=options["listen"], server_name=options["server_name"],
         image_prefix=options["image_prefix"], site_root=options["site_root"],
         app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
+        hsts=None if options["no_hsts"] else (
+            HSTS_MAX_AGE if options["hsts"] is None else options["hsts"]),
         reuseport=not options["no_reuseport"], push=options["push"],
         tier_header=options["tier_header"], access_log=options["access_log"],
         open_files=OPEN_FILES if options["open_files"] is None else options["open_files"],

@@ -53,6 +53,22 @@ S3_HIDDEN = (
 _FILE = r"/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*"  # a page's file under the site root
 
 
+HSTS_MAX_AGE = 63072000  # two years, as Mozilla's server-side TLS guidelines give
+# Mozilla's "intermediate" TLS profile (guidelines 5.7), for nginx 1.22 and OpenSSL 3: TLS 1.2
+# and 1.3, forward-secret AEAD ciphers (DHE ones only where an ssl_dhparam is given).
+TLS_PROFILE = (
+    "ssl_protocols TLSv1.2 TLSv1.3;",
+    "ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:"
+    "ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:"
+    "DHE-RSA-CHACHA20-POLY1305;",
+    "ssl_prefer_server_ciphers off;",
+    "ssl_session_timeout 1d;",
+    "ssl_session_cache shared:imgwarm_tls:10m;  # about 40,000 sessions",
+    "ssl_session_tickets off;",
+)
+
+
 @dataclass
 class NginxOptions:
     listen: str = "80"
@@ -65,6 +81,7 @@ class NginxOptions:
     app: str | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    hsts: int | None = HSTS_MAX_AGE  # Strict-Transport-Security max-age with TLS; None: none
     reuseport: bool = True
     push: bool = False
     tier_header: bool = False
@@ -162,6 +179,7 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
         "formats": list(OUTPUTS.values()), "ca_file": CA_FILE,
         "map_hash": _map_hash(options.pages), "snippet": snippet,
         "open_files": _open_files(options.open_files),
+        "hsts": None if snippet else _hsts(options),
     }
 
 
@@ -240,12 +258,26 @@ def _listen(options: NginxOptions) -> str:
         lines.append(f"listen {address} ssl http2{extra};")
         lines.append(f"ssl_certificate {_path(options.tls_cert, 'tls_cert')};")
         lines.append(f"ssl_certificate_key {_path(options.tls_key, 'tls_key')};")
+        lines += TLS_PROFILE
     else:
         lines.append(f"listen {address}{' http2' if options.push else ''}{extra};")
     names = options.server_name.split() or ["_"]
     lines.append("server_name " + " ".join(
         bare(n, "server_name", r"[A-Za-z0-9._*-]+") for n in names) + ";")
+    lines.append("server_tokens off;  # no nginx version in headers and error pages")
+    hsts = _hsts(options)
+    if hsts:  # (and in each location with add_header of its own: they inherit none)
+        lines.append(hsts)
     return "".join(f"    {line}\n" for line in lines)
+
+
+def _hsts(options: NginxOptions) -> str | None:
+    """The Strict-Transport-Security header line, with TLS unless turned off."""
+    if options.tls_cert is None or options.hsts is None:
+        return None
+    if not 0 <= options.hsts <= 10 * 365 * 86400:
+        raise SettingsError(f"hsts {options.hsts}: a max-age in seconds, 0 to ten years")
+    return f'add_header Strict-Transport-Security "max-age={options.hsts}" always;'
 
 
 def _indent(text: str) -> str:

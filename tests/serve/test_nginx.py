@@ -63,8 +63,12 @@ def test_each_tier_answers_with_immutable_caching_and_its_type(served: Served) -
             (200, tier, media), path
         assert headers["cache-control"] == "public, max-age=31536000, immutable"
         assert body == (site.settings.store.origin_root / path).read_bytes()
+        # no version given away; no HSTS over plain HTTP (browsers ignore it there)
+        assert headers["server"] == "nginx" and "strict-transport-security" not in headers
     status, headers, _ = served.get(f"/{hot}", method="POST")
     assert status in (403, 405)
+    status, headers, body = served.get("/no/such/page")
+    assert status == 404 and headers["server"] == "nginx" and b"nginx/" not in body
 
 
 def test_a_page_gets_its_preload_link_and_an_image_does_not(served: Served) -> None:
@@ -270,6 +274,9 @@ def test_push_on_a_first_visit_and_none_with_the_cookie(served: Served, tmp_path
                  "--tls-key", key) as pushing:
         status, headers, _ = pushing.get("/ads/1/")
         assert status == 200 and "imgwarm_pushed=1" in headers["set-cookie"]
+        # TLS: Mozilla's intermediate profile and two years of HSTS, on pages and images
+        assert headers["strict-transport-security"] == "max-age=63072000"
+        assert headers["server"] == "nginx"
         href, _ = parse_link(headers["link"])
         assert _pushed(pushing, "/ads/1/") == [href]  # the page's image, once
         assert href == next(f"/{v.path}" for v in sorted(
@@ -282,3 +289,28 @@ def test_push_on_a_first_visit_and_none_with_the_cookie(served: Served, tmp_path
             (href, "preload", True, parse_link(headers["link"])[1]["imagesrcset"])
         assert _pushed(pushing, "/ads/2/") == []  # a page without an image of its own
         assert _pushed(pushing, f"{href}") == []  # never from an image
+
+
+def _handshake(served: Served, *flags: str) -> bool:
+    """Whether a TLS handshake with these `openssl s_client` flags succeeds."""
+    done = subprocess.run([parts.binary("openssl"), "s_client", "-connect",
+                           f"127.0.0.1:{served.port}", "-servername", "127.0.0.1", *flags],
+                          input="", capture_output=True, text=True, timeout=30, check=False)
+    return done.returncode == 0 and "Cipher is (NONE)" not in done.stdout
+
+
+def test_tls_is_mozillas_intermediate_profile_with_hsts(served: Served, tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    with running(served.site, tmp_path / "tls-nginx", "--site-root",
+                 served.folder.parent / "www", "--tls-cert", cert, "--tls-key", key) as tls:
+        image = f"/{_variant_in(served.site, 'nvme')}"
+        for path in ("/", image):  # a page, and an image location with headers of its own
+            status, headers, _ = tls.get(path)
+            assert status == 200 and headers["strict-transport-security"] == "max-age=63072000"
+            assert headers["server"] == "nginx"
+        assert _handshake(tls, "-tls1_2") and _handshake(tls, "-tls1_3")
+        # TLS 1.1 and 1.0 refused by the server (the client allowed to offer them)
+        assert not _handshake(tls, "-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0")
+        assert not _handshake(tls, "-tls1", "-cipher", "DEFAULT@SECLEVEL=0")
+        # a weak cipher (CBC with SHA-1) is refused over TLS 1.2
+        assert not _handshake(tls, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-SHA")
