@@ -16,19 +16,11 @@ import pytest
 
 from imgwarm.config import Settings
 from tests.support import parts
-from tests.support.nginx import emit
+from tests.support.nginx import emit, self_signed
 from tests.support.sites import Site, make_site
 
 pytestmark = [pytest.mark.integration]
 GIXY = Path(sys.executable).with_name("gixy")
-
-
-def self_signed(folder: Path) -> tuple[Path, Path]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return cert, key
 
 
 def findings(config: Path, folder: Path, server: str | None = None) -> list[dict[str, str]]:

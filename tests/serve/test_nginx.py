@@ -17,7 +17,7 @@ import pytest
 from imgwarm.config import Settings
 from imgwarm.serve.nginx import PUSH_REMOVED, NginxError, check_push, nginx_version
 from tests.support import parts
-from tests.support.nginx import Served, emit, parse_link, running
+from tests.support.nginx import Served, emit, parse_link, running, self_signed
 from tests.support.sites import Site, make_site
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -240,14 +240,6 @@ def test_an_s3_origin_serves_variants_and_nothing_else(settings: Settings, tmp_p
             assert b"ListBucketResult" not in body and b"<Error>" not in body, path
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    return cert, key
-
-
 def _pushed(served: Served, page: str, *headers: str) -> list[str]:
     """The paths nginx pushed on one h2 visit of ``page``: `nghttp -ans` marks them with *."""
     nghttp = parts.binary("nghttp", "nghttp2-client")
@@ -267,7 +259,7 @@ def test_push_on_a_first_visit_and_none_with_the_cookie(served: Served, tmp_path
     if version is None or version >= PUSH_REMOVED:
         parts.missing(f"an nginx with HTTP/2 push (before 1.25.1: Debian 12's 1.22), "
                       f"found {version}")
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     manifests = sorted(served.site.manifests(), key=lambda m: m.key)
     with running(served.site, tmp_path / "push-nginx", "--pages", served.pages, "--site-root",
                  served.folder.parent / "www", "--push", "--tls-cert", cert,
@@ -300,7 +292,7 @@ def _handshake(served: Served, *flags: str) -> bool:
 
 
 def test_tls_is_mozillas_intermediate_profile_with_hsts(served: Served, tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     with running(served.site, tmp_path / "tls-nginx", "--site-root",
                  served.folder.parent / "www", "--tls-cert", cert, "--tls-key", key) as tls:
         image = f"/{_variant_in(served.site, 'nvme')}"

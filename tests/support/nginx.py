@@ -95,3 +95,12 @@ def running(site: Site, folder: Path, *args: str | Path, main: str = "") -> Iter
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key for 127.0.0.1, for a test's TLS server."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
