@@ -76,6 +76,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     html = env.get_template("gallery.html.j2").render(
         title=title, hero_width=HERO_WIDTH, column=COLUMN,
+        description=f"{len(manifests)} photos, each in WebP or AVIF with a JPEG fallback at "
+        "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
         items=[_item(m, eager=False, sizes=GRID_SIZES, base=base) for m in rest])
     pages = {"/": [m.key for m in manifests]}

@@ -280,3 +280,22 @@ def test_a_hostile_description_is_text(browser: Any, gallery: Gallery) -> None:
     assert HOSTILE in captions
     assert page.evaluate("document.images[1].alt") == HOSTILE
     page.context.close()
+
+
+def test_the_page_has_a_main_landmark_a_description_and_asks_for_no_icon(
+        browser: Any, gallery: Gallery) -> None:
+    """What Lighthouse's accessibility, SEO and best-practices audits missed (issue 27): the
+    content in a <main>, a meta description, and no /favicon.ico request (a 404 and a console
+    error before)."""
+    loaded = _open(browser, gallery, (390, 844, 1), wait="networkidle")
+    page = loaded.page
+    count = len(gallery.manifests)
+    assert page.evaluate("document.querySelectorAll('main img').length") == count
+    assert page.evaluate("document.querySelector('main').contains(document.querySelector('h1'))")
+    description = page.evaluate(
+        "document.querySelector('meta[name=description]').getAttribute('content')")
+    assert f"{count} photos" in description
+    assert page.evaluate("document.doctype.name") == "html"
+    assert not [path for path in loaded.requested if path.endswith("favicon.ico")]
+    assert loaded.first.status == 200
+    page.context.close()
