@@ -134,10 +134,16 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
 @click.option("--base-url", metavar="URL",
               help="Where the variants are served: a path from / or an http(s) URL "
               "(default: the image_prefix setting).")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a source: key, html.")
+@click.option("--csp", is_flag=True,
+              help="For a page whose Content-Security-Policy allows no inline styles: the "
+              "placeholder as a class, its CSS rule printed after the tag (in --json: css), "
+              "for the page's stylesheet.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object a source: key, html (and css with --csp).")
 @click.pass_context
 def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: str | None,
-            eager: bool, css_class: str | None, base_url: str | None, as_json: bool) -> None:
+            eager: bool, css_class: str | None, base_url: str | None, csp: bool,
+            as_json: bool) -> None:
     """Print the <picture> tag of each SOURCE (a file that was optimized, or a manifest key):
     AVIF and WebP <source>s and a JPEG <img> with every width in srcset, width and height
     (no layout shift), alt from the description, lazy loading, and the placeholder as the
@@ -149,7 +155,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     from imgwarm.exceptions import ImgwarmError
     from imgwarm.serve.nginx import image_prefix
     from imgwarm.serve.pages import find_manifest
-    from imgwarm.serve.picture import check_options, fallback_note
+    from imgwarm.serve.picture import check_options, fallback_note, placeholder_rule
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
 
@@ -166,7 +172,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
                 raise ImgwarmError(f"{source}: no manifest (not optimized yet, or another "
                                    "manifest root)")
             html = render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
-                          base_url=base)
+                          base_url=base, csp=csp)
         except ImgwarmError as error:  # this source: the others are still printed
             failed += 1
             click.echo(failure_line("picture", error), err=True)
@@ -174,7 +180,13 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
         note = fallback_note(manifest)
         if note is not None:
             click.echo(printable(f"picture note: {note}"), err=True)
-        click.echo(json_text({"key": manifest.key, "html": html}) if as_json else html)
+        rule = placeholder_rule(manifest) if csp else None
+        css = rule[1] if rule else ""
+        if as_json:
+            click.echo(json_text({"key": manifest.key, "html": html} |
+                                 ({"css": css} if csp else {})))
+        else:
+            click.echo(html + (f"\n<!-- for the stylesheet: {css} -->" if css else ""))
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 

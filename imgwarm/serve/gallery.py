@@ -12,9 +12,13 @@ roots, sit beside ``site/``, never in it. The folder is kept apart from the stor
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from markupsafe import Markup
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
@@ -22,7 +26,7 @@ from imgwarm.roots import apart, stores_roots
 from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
 from imgwarm.serve.nginx import check as nginx_check
 from imgwarm.serve.pages import preloads, read_pages
-from imgwarm.serve.picture import picture
+from imgwarm.serve.picture import picture, placeholder_rule
 from imgwarm.serve.written import write_all
 from imgwarm.store import Stores
 
@@ -32,6 +36,18 @@ HERO_SIZES = f"(max-width: {HERO_WIDTH}px) 100vw, {HERO_WIDTH}px"  # the preload
 COLUMN = 280  # CSS px: the narrowest grid column
 GRID_SIZES = "(max-width: 640px) 100vw, (max-width: 960px) 50vw, 320px"
 TITLE = "imgwarm gallery"
+STYLE = "".join(f"\n  {rule}" for rule in (
+    "body {{ margin: 0 auto; max-width: {hero_width}px; padding: 16px; "
+    "font: 16px/1.4 system-ui, sans-serif; color: #222; }}",
+    "h1 {{ font-size: 1.4rem; margin: 0 0 12px; }}",
+    # width and height on each <img> give its aspect ratio: nothing moves as images arrive
+    "img {{ display: block; width: 100%; height: auto; }}",
+    ".hero {{ margin: 0 0 16px; }}",
+    ".grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax({column}px, 1fr));"
+    " gap: 12px; margin: 0; padding: 0; }}",
+    "figure {{ margin: 0; }}",
+    "figcaption {{ font-size: 0.85rem; color: #555; padding: 4px 0; overflow-wrap: anywhere; }}",
+))
 
 
 @dataclass(frozen=True)
@@ -74,8 +90,12 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     hero, rest = manifests[0], manifests[1:]
     env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    items = [(hero, True, HERO_SIZES), *((m, False, GRID_SIZES) for m in rest)]
+    rules = dict(filter(None, (placeholder_rule(m) for m, _, _ in items)))
+    css = Markup(STYLE.format(hero_width=HERO_WIDTH, column=COLUMN)  # (ours, and checked
+                 + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")  # placeholders)
     html = env.get_template("gallery.html.j2").render(
-        title=title, hero_width=HERO_WIDTH, column=COLUMN,
+        title=title, css=css, style_hash=csp_hash(str(css)),
         description=f"{len(manifests)} photos, each in WebP or AVIF with a JPEG fallback at "
         "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
@@ -91,8 +111,12 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
                    len(manifests))
 
 
-def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str) -> dict[str, object]:
-    from markupsafe import Markup
+def csp_hash(text: str) -> str:
+    """A Content-Security-Policy source allowing the inline ``<style>`` of exactly ``text``."""
+    return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
-    return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base)),
+
+def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str) -> dict[str, object]:
+    return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base,
+                                  csp=True)),
             "caption": manifest.description or ""}

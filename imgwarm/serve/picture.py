@@ -25,6 +25,7 @@ the placeholder must be a colour and a WebP data URI, and text is escaped for at
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,10 +45,13 @@ _CLASS = re.compile(r"[A-Za-z0-9_ -]{1,200}")
 
 
 def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
-            eager: bool = False, css_class: str | None = None, base_url: str = "/") -> str:
+            eager: bool = False, css_class: str | None = None, base_url: str = "/",
+            csp: bool = False) -> str:
     """The ``<picture>`` tag of a source. ``alt`` overrides the description; ``eager`` marks
     the hero (loaded first, at high priority); ``base_url`` is where the variant paths are
-    served from (``/``, ``/img/``, ``https://cdn.example.com/``)."""
+    served from (``/``, ``/img/``, ``https://cdn.example.com/``); ``csp``: the placeholder as
+    a class (its rule from ``placeholder_rule``) rather than a ``style`` attribute, which a
+    Content-Security-Policy without ``'unsafe-inline'`` styles blocks."""
     base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
@@ -79,9 +83,11 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     }
     if eager:
         attributes["fetchpriority"] = "high"
-    if css_class:
-        attributes["class"] = css_class
-    style = _style(manifest.placeholder)
+    rule = placeholder_rule(manifest) if csp else None
+    classes = " ".join(c for c in (css_class, rule[0] if rule else None) if c)
+    if classes:
+        attributes["class"] = classes
+    style = None if csp else _style(manifest.placeholder)
     if style:
         attributes["style"] = style
     shown = " ".join(f'{name}="{escape(value)}"' for name, value in attributes.items())
@@ -136,6 +142,17 @@ def _style(placeholder: Placeholder | None) -> str | None:
             len(placeholder.lqip) > MAX_LQIP or not _LQIP.fullmatch(placeholder.lqip):
         return None
     return f"background:{placeholder.color} url({placeholder.lqip}) 50% 50%/cover no-repeat"
+
+
+def placeholder_rule(manifest: Manifest) -> tuple[str, str] | None:
+    """The placeholder as a class and its CSS rule (``.iw-ph-1f2e3d4c5b6a{background:...}``):
+    for a page with a strict Content-Security-Policy, the rules go in its stylesheet or in a
+    ``<style>`` block allowed by its hash. None when there is no placeholder to show."""
+    style = _style(manifest.placeholder)
+    if style is None:
+        return None
+    name = "iw-ph-" + hashlib.sha256(style.encode()).hexdigest()[:12]
+    return name, f".{name}{{{style}}}"
 
 
 def as_manifest(value: Any) -> Manifest:

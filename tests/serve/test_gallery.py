@@ -125,7 +125,9 @@ def _open(browser: Any, gallery: Gallery, view: tuple[int, int, int], *,
                                   device_scale_factor=dpr)
     context.add_init_script(
         "window.__cls = 0; new PerformanceObserver(list => { for (const e of list.getEntries())"
-        " window.__cls += e.value; }).observe({type: 'layout-shift', buffered: true});")
+        " window.__cls += e.value; }).observe({type: 'layout-shift', buffered: true});"
+        "window.__csp = []; document.addEventListener('securitypolicyviolation',"
+        " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
     page = context.new_page()
     requested: list[str] = []
     page.on("request", lambda r: requested.append(urlsplit(r.url).path))
@@ -298,4 +300,19 @@ def test_the_page_has_a_main_landmark_a_description_and_asks_for_no_icon(
     assert page.evaluate("document.doctype.name") == "html"
     assert not [path for path in loaded.requested if path.endswith("favicon.ico")]
     assert loaded.first.status == 200
+    # a strict Content-Security-Policy (no inline style allowed but the page's one <style>,
+    # by its hash): nothing blocked, no style attribute, each placeholder a class that applies
+    assert page.evaluate("document.querySelector('meta[http-equiv=Content-Security-Policy]')"
+                         ".content").startswith("default-src 'self'")
+    assert page.evaluate("window.__csp") == []
+    assert page.evaluate("document.querySelectorAll('[style]').length") == 0
+    backgrounds = page.evaluate("[...document.images].map(i => getComputedStyle(i)"
+                                ".backgroundImage)")
+    assert all(b.startswith('url("data:image/webp;base64,') for b in backgrounds), backgrounds
+    # the policy is real: a style attribute (what the tags used before) is blocked
+    blocked = page.evaluate("(() => { const d = document.createElement('div'); "
+                            "document.body.append(d); d.setAttribute('style', 'color: red'); "
+                            "return getComputedStyle(d).color; })()")
+    assert blocked != "rgb(255, 0, 0)"
+    page.wait_for_function("window.__csp.length > 0")  # and reported as a violation
     page.context.close()

@@ -23,7 +23,7 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.placeholder import MAX_URI
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.pages import preloads
-from imgwarm.serve.picture import PictureError, picture
+from imgwarm.serve.picture import PictureError, picture, placeholder_rule
 from imgwarm.store import Stores
 from tests.support.cli import Cli
 from tests.support.nginx import parse_link
@@ -146,6 +146,26 @@ def test_the_placeholder_is_a_background_of_the_image(settings: Settings,
     b = numpy.asarray(variant.resize((8, 5)), dtype=float).ravel()
     assert numpy.corrcoef(a, b)[0, 1] > 0.8
     assert _share(manifest.placeholder.color, variant) > 0.1  # a colour it has, not an average
+
+
+def test_for_a_strict_csp_the_placeholder_is_a_class_with_its_rule(settings: Settings,
+                                                                   tmp_path: Path) -> None:
+    manifest = _optimized(settings, tmp_path, widths="320,640")
+    rule = placeholder_rule(manifest)
+    assert rule is not None
+    name, css = rule
+    img = Tags(picture(manifest, csp=True, css_class="photo")).named("img")[0]
+    assert "style" not in img and img["class"] == f"photo {name}"
+    assert css == "." + name + "{" + Tags(picture(manifest)).named("img")[0]["style"] + "}"
+    done = Cli()("picture", "--csp", "--json", str(manifest.key),
+                 env={"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
+                      "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root)})
+    assert done.exit_code == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["css"] == css and "style=" not in found["html"] and name in found["html"]
+    bad = manifest.model_copy(update={"placeholder": Placeholder(color="red;x:url(//evil)",
+                                                                 lqip="")})
+    assert placeholder_rule(bad) is None  # nothing from a file goes into CSS unchecked
 
 
 def test_a_placeholder_from_a_file_is_checked(settings: Settings, tmp_path: Path) -> None:
