@@ -35,6 +35,10 @@ HERO_WIDTH = 960  # CSS px: the page's width, the hero's at most
 HERO_SIZES = f"(max-width: {HERO_WIDTH}px) 100vw, {HERO_WIDTH}px"  # the preload's too
 COLUMN = 280  # CSS px: the narrowest grid column
 GRID_SIZES = "(max-width: 640px) 100vw, (max-width: 960px) 50vw, 320px"
+# The narrowest common phone screen, CSS px: grid images that can start above its fold are
+# loaded at once at high priority (the largest one there, not the hero, may be the LCP).
+FOLD = (360, 800)
+_HEAD, _CAPTION, _GAP = 60, 24, 16  # px: the title, a caption's line, the space after a figure
 TITLE = "imgwarm gallery"
 STYLE = "".join(f"\n  {rule}" for rule in (
     "body {{ margin: 0 auto; max-width: {hero_width}px; padding: 16px; "
@@ -91,6 +95,7 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     items = [(hero, True, HERO_SIZES), *((m, False, GRID_SIZES) for m in rest)]
+    first_screen = above_the_fold(hero, rest)
     rules = dict(filter(None, (placeholder_rule(m) for m, _, _ in items)))
     css = Markup(STYLE.format(hero_width=HERO_WIDTH, column=COLUMN)  # (ours, and checked
                  + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")  # placeholders)
@@ -99,7 +104,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
         description=f"{len(manifests)} photos, each in WebP or AVIF with a JPEG fallback at "
         "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
-        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base) for m in rest])
+        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, above_fold=n < first_screen)
+               for n, m in enumerate(rest)])
     pages = {"/": [m.key for m in manifests]}
     config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
     if check:
@@ -116,7 +122,27 @@ def csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
-def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str) -> dict[str, object]:
+def above_the_fold(hero: Manifest, rest: list[Manifest]) -> int:
+    """How many grid images can start within the first screen of the narrowest phone (FOLD):
+    one column there, each as wide as the page, the hero first (captions counted as a line)."""
+    width, fold = FOLD[0] - 32, FOLD[1]
+    top = _HEAD + _tall(hero, width) + _GAP
+    count = 0
+    for manifest in rest:
+        if top >= fold:
+            break
+        count += 1
+        top += _tall(manifest, width) + _GAP
+    return count
+
+
+def _tall(manifest: Manifest, width: int) -> int:
+    return round(width * manifest.height / manifest.width) + (_CAPTION if manifest.description
+                                                              else 0)
+
+
+def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str,
+          above_fold: bool = False) -> dict[str, object]:
     return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base,
-                                  csp=True)),
+                                  csp=True, above_fold=above_fold)),
             "caption": manifest.description or ""}

@@ -46,12 +46,14 @@ _CLASS = re.compile(r"[A-Za-z0-9_ -]{1,200}")
 
 def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
             eager: bool = False, css_class: str | None = None, base_url: str = "/",
-            csp: bool = False) -> str:
+            csp: bool = False, above_fold: bool = False) -> str:
     """The ``<picture>`` tag of a source. ``alt`` overrides the description; ``eager`` marks
     the hero (loaded first, at high priority); ``base_url`` is where the variant paths are
     served from (``/``, ``/img/``, ``https://cdn.example.com/``); ``csp``: the placeholder as
     a class (its rule from ``placeholder_rule``) rather than a ``style`` attribute, which a
-    Content-Security-Policy without ``'unsafe-inline'`` styles blocks."""
+    Content-Security-Policy without ``'unsafe-inline'`` styles blocks; ``above_fold``: an
+    image other than the hero that may be in the first screen (and there the largest: the
+    LCP), loaded at once at high priority, with every format offered as usual."""
     base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
@@ -61,7 +63,8 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
         shown_sizes = sizes
     else:
         offered = [f for f in ORDER if f in by_format and by_format[f] is not fallback]
-        shown_sizes = f"auto, {sizes}"  # lazy images: the laid-out width, where supported
+        # lazy images: the laid-out width, where supported (auto is for lazy ones only)
+        shown_sizes = sizes if above_fold else f"auto, {sizes}"
     lines = ["<picture>"]
     if any(v.hdr for v in by_format.get("jpeg", [])):  # HDR screens: the Ultra HDR JPEG first
         lines.append(f'  <source media="{HDR_MEDIA}" type="image/jpeg" '
@@ -78,10 +81,10 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
         "width": str(biggest.width),
         "height": str(biggest.height),
         "alt": (alt if alt is not None else manifest.description) or "",
-        "loading": "eager" if eager else "lazy",
+        "loading": "eager" if eager or above_fold else "lazy",
         "decoding": "async",
     }
-    if eager:
+    if eager or above_fold:
         attributes["fetchpriority"] = "high"
     rule = placeholder_rule(manifest) if csp else None
     classes = " ".join(c for c in (css_class, rule[0] if rule else None) if c)
