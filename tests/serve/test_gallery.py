@@ -343,3 +343,21 @@ def test_the_largest_image_on_the_first_screen_loads_at_once_at_high_priority(
     tag, loading, priority, index = found
     assert (tag, loading, priority) == ("IMG", "eager", "high"), (view, index)
     page.context.close()
+
+
+def test_the_page_is_sent_compressed(gallery: Gallery) -> None:
+    """What Lighthouse's document latency insight asked: the page gzipped (the images, already
+    compressed, never are)."""
+    import gzip
+    import urllib.request
+
+    request = urllib.request.Request(gallery.url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.headers["Content-Encoding"] == "gzip"
+        html = gzip.decompress(answer.read()).decode()
+    assert html.startswith("<!DOCTYPE html>")
+    image = gallery.urls(gallery.manifests[0]).pop()
+    request = urllib.request.Request(gallery.url.rstrip("/") + image,
+                                     headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.headers.get("Content-Encoding") is None
