@@ -67,9 +67,13 @@ def audit(binary: Path, url: str, preset: str, out: Path, chromium: str) -> dict
     subprocess.run(args, check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())
     audits = report["audits"]
+    element = audits.get("largest-contentful-paint-element", {}).get("details", {})
+    nodes = [item for table in element.get("items", []) for item in table.get("items", [])
+             if isinstance(item, dict) and item.get("node")]
     return {
         "scores": {c: report["categories"][c]["score"] for c in CATEGORIES},
         "lcp_ms": audits["largest-contentful-paint"]["numericValue"],
+        "lcp_element": nodes[0]["node"].get("snippet", "")[:160] if nodes else None,
         "below": sorted(k for k, a in audits.items() if isinstance(a.get("score"), (int, float))
                         and a["score"] < 1 and a.get("scoreDisplayMode") != "informative"),
     }
@@ -110,7 +114,8 @@ def main() -> None:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
-        shutil.rmtree(folder, ignore_errors=True)
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(folder, ignore_errors=True)
     print(f"Lighthouse on the gallery of {len(PHOTOS)} corpus photos, median of {args.runs} "
           f"runs each; load average {os.getloadavg()[0]:.2f}\n")
     print("| preset | " + " | ".join(CATEGORIES) + " | LCP | audits below 1 |")

@@ -95,7 +95,7 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     items = [(hero, True, HERO_SIZES), *((m, False, GRID_SIZES) for m in rest)]
-    first_screen = above_the_fold(hero, rest)
+    first_screen, largest = above_the_fold(hero, rest)
     rules = dict(filter(None, (placeholder_rule(m) for m, _, _ in items)))
     css = Markup(STYLE.format(hero_width=HERO_WIDTH, column=COLUMN)  # (ours, and checked
                  + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")  # placeholders)
@@ -104,8 +104,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
         description=f"{len(manifests)} photos, each in WebP or AVIF with a JPEG fallback at "
         "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
-        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, above_fold=n < first_screen)
-               for n, m in enumerate(rest)])
+        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, above_fold=n < first_screen,
+                     priority=n == largest) for n, m in enumerate(rest)])
     pages = {"/": [m.key for m in manifests]}
     config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
     if check:
@@ -122,18 +122,20 @@ def csp_hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
 
 
-def above_the_fold(hero: Manifest, rest: list[Manifest]) -> int:
+def above_the_fold(hero: Manifest, rest: list[Manifest]) -> tuple[int, int | None]:
     """How many grid images can start within the first screen of the narrowest phone (FOLD):
-    one column there, each as wide as the page, the hero first (captions counted as a line)."""
+    one column there, each as wide as the page, the hero first (captions counted as a line);
+    and which of them shows more of itself there than the hero (the LCP), if one does."""
     width, fold = FOLD[0] - 32, FOLD[1]
-    top = _HEAD + _tall(hero, width) + _GAP
-    count = 0
-    for manifest in rest:
+    top = _HEAD
+    shown = []  # the visible height of each, the hero first
+    for manifest in [hero, *rest]:
         if top >= fold:
             break
-        count += 1
+        shown.append(min(_tall(manifest, width), fold - top))
         top += _tall(manifest, width) + _GAP
-    return count
+    largest = max(range(len(shown)), key=lambda n: shown[n])
+    return len(shown) - 1, (largest - 1 if largest > 0 else None)
 
 
 def _tall(manifest: Manifest, width: int) -> int:
@@ -142,7 +144,7 @@ def _tall(manifest: Manifest, width: int) -> int:
 
 
 def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str,
-          above_fold: bool = False) -> dict[str, object]:
+          above_fold: bool = False, priority: bool = False) -> dict[str, object]:
     return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base,
-                                  csp=True, above_fold=above_fold)),
+                                  csp=True, above_fold=above_fold, priority=priority)),
             "caption": manifest.description or ""}

@@ -46,14 +46,15 @@ _CLASS = re.compile(r"[A-Za-z0-9_ -]{1,200}")
 
 def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
             eager: bool = False, css_class: str | None = None, base_url: str = "/",
-            csp: bool = False, above_fold: bool = False) -> str:
+            csp: bool = False, above_fold: bool = False, priority: bool = False) -> str:
     """The ``<picture>`` tag of a source. ``alt`` overrides the description; ``eager`` marks
     the hero (loaded first, at high priority); ``base_url`` is where the variant paths are
     served from (``/``, ``/img/``, ``https://cdn.example.com/``); ``csp``: the placeholder as
     a class (its rule from ``placeholder_rule``) rather than a ``style`` attribute, which a
     Content-Security-Policy without ``'unsafe-inline'`` styles blocks; ``above_fold``: an
-    image other than the hero that may be in the first screen (and there the largest: the
-    LCP), loaded at once at high priority, with every format offered as usual."""
+    image other than the hero that may be in the first screen, loaded at once, with every
+    format offered as usual; ``priority``: at high priority too (the LCP, where it is not
+    the hero: one image, or they share the connection)."""
     base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
@@ -84,7 +85,7 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
         "loading": "eager" if eager or above_fold else "lazy",
         "decoding": "async",
     }
-    if eager or above_fold:
+    if eager or priority:
         attributes["fetchpriority"] = "high"
     rule = placeholder_rule(manifest) if csp else None
     classes = " ".join(c for c in (css_class, rule[0] if rule else None) if c)
