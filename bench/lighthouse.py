@@ -67,9 +67,9 @@ def audit(binary: Path, url: str, preset: str, out: Path, chromium: str) -> dict
     subprocess.run(args, check=True, capture_output=True, timeout=300)
     report = json.loads(out.read_text())
     audits = report["audits"]
-    element = audits.get("largest-contentful-paint-element", {}).get("details", {})
-    nodes = [item for table in element.get("items", []) for item in table.get("items", [])
-             if isinstance(item, dict) and item.get("node")]
+    breakdown = audits.get("lcp-breakdown-insight", {}).get("details", {})  # (LH 13)
+    nodes = [{"node": item} for item in breakdown.get("items", [])
+             if isinstance(item, dict) and item.get("type") == "node"]
     return {
         "scores": {c: report["categories"][c]["score"] for c in CATEGORIES},
         "lcp_ms": audits["largest-contentful-paint"]["numericValue"],
