@@ -40,6 +40,8 @@ def chosen(browser: Any, page_file: Path) -> tuple[bool, bool, str]:
     try:
         page = context.new_page()
         page.goto(page_file.as_uri(), wait_until="load")
+        # (a lazy image may choose its file after the load event)
+        page.wait_for_function("document.images[0].currentSrc !== ''")
         high = page.evaluate(f"matchMedia('{HDR_MEDIA}').matches")
         standard = page.evaluate(f"matchMedia('{SDR_MEDIA}').matches")
         return high, standard, page.evaluate("document.images[0].currentSrc")
