@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, REFUSAL, split_csv
 from imgwarm.config.units import Size
@@ -110,19 +110,15 @@ class ImageSettings(BaseModel):
                 raise ValueError(f"width {width} is outside 1..16383")
         return sorted(set(value))
 
-    @field_validator("formats")
+    @field_validator("formats", "source_formats")
     @classmethod
-    def _check_formats(cls, value: list[Format]) -> list[Format]:
+    def _check_formats(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """At least one, in the table's order (outputs: the <picture> order)."""
         if not value:
-            raise ValueError("at least one format is needed")
-        return [f for f in ORDER if f in value]
-
-    @field_validator("source_formats")
-    @classmethod
-    def _check_sources(cls, value: list[SourceFormat]) -> list[SourceFormat]:
-        if not value:
-            raise ValueError("at least one source format is needed")
-        return [f for f in SOURCES if f in value]
+            raise ValueError(f"at least one {'source ' if info.field_name != 'formats' else ''}"
+                             "format is needed")
+        order: tuple[str, ...] = ORDER if info.field_name == "formats" else SOURCES
+        return [f for f in order if f in value]
 
     def accepts(self, source: SourceFormat) -> bool:
         """Is a source of this format taken (accept_png=false still refuses PNG)?"""

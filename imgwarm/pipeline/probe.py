@@ -79,8 +79,10 @@ def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
 
 
-_SUFFIX: dict[SourceFormat, str] = {"jpeg": "jpg", "png": "png", "webp": "webp", "avif": "avif",
-                                    "heif": "heic", "tiff": "tif", "gif": "gif"}
+# The usual suffix of each format, for the message: the first name that says it.
+_SUFFIX: dict[SourceFormat, str] = {}
+for _suffix, _format in SOURCE_SUFFIXES.items():
+    _SUFFIX.setdefault(_format, _suffix.lstrip("."))
 
 
 def loader(source_format: SourceFormat) -> Any:

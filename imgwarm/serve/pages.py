@@ -157,13 +157,9 @@ def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
     variants = preferred(manifest)
     if not variants:
         raise PagesError(f"page {page!r}: source {manifest.key!r} has no WebP or JPEG variant")
-    for variant in variants:  # from a manifest file: checked, never trusted
-        if not VARIANT_PATH.fullmatch(variant.path):
-            raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
-                             f"{variant.path!r} that is not one imgwarm writes")
     hdr = sorted((v for v in manifest.variants if v.format == "jpeg" and v.hdr),
                  key=lambda v: v.width)
-    for variant in hdr:
+    for variant in (*variants, *hdr):  # from a manifest file: checked, never trusted
         if not VARIANT_PATH.fullmatch(variant.path):
             raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
                              f"{variant.path!r} that is not one imgwarm writes")
