@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, REFUSAL, split_csv
+from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, OUTPUT_IF_LADDER, REFUSAL, split_csv
 from imgwarm.config.units import Size
 from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 
@@ -23,7 +23,19 @@ class ImageSettings(BaseModel):
     widths: list[int] = Field(
         [320, 640, 1280, 1920], json_schema_extra=OUTPUT,
         description="Variant widths in pixels (comma-separated); each 1..16383. "
-        "Widths below the source's are made, plus the source width capped at the largest.")
+        "Widths below the source's are made, plus the source width capped at the largest. "
+        "With width_step_bytes, only the smallest and the largest are used: the bounds.")
+    width_step_bytes: Size = Field(
+        Size(0), ge=0, json_schema_extra=OUTPUT_IF_LADDER,
+        description="Choose each source's widths by bytes, as Cloudinary's responsive "
+        "breakpoints do (e.g. 20K): from the smallest of widths to the largest that can be "
+        "made, consecutive files (of the first format) about this many bytes apart, and "
+        "never more than sqrt(1.5) apart in width, so that the file a browser's srcset "
+        "choice takes has at most 1.5x the pixels its slot needs. 0: the fixed widths list.")
+    max_widths: int = Field(
+        12, ge=2, le=64, json_schema_extra=OUTPUT_IF_LADDER,
+        description="With width_step_bytes: the most widths a source gets (the byte step "
+        "grows to fit; 10 keep 320..1920 within sqrt(1.5) a step).")
     formats: list[Format] = Field(
         ["webp", "jpeg"], json_schema_extra=OUTPUT,
         description="Output formats (comma-separated) among avif, webp, jpeg.")
@@ -90,6 +102,10 @@ class ImageSettings(BaseModel):
     def auto_quality(self) -> bool:
         """Is any format's quality auto (the target then changes outputs)?"""
         return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality)
+
+    def byte_ladder(self) -> bool:
+        """Are widths chosen by bytes (width_step_bytes and max_widths then change outputs)?"""
+        return self.width_step_bytes > 0
 
     def quality(self, fmt: Format) -> int | Literal["auto"]:
         found: int | Literal["auto"] = getattr(self, f"{fmt}_quality")

@@ -17,6 +17,7 @@ REFUSAL: dict[str, Any] = {"affects": "refusal"}  # changes which sources are re
 # changes outputs only while the group's method of that name says so (a setting added later,
 # that must leave the digests of manifests made before it as they were)
 OUTPUT_IF_AUTO: dict[str, Any] = {"affects": "output", "only_if": "auto_quality"}
+OUTPUT_IF_LADDER: dict[str, Any] = {"affects": "output", "only_if": "byte_ladder"}
 
 
 def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:

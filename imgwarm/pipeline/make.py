@@ -4,6 +4,9 @@
     -> decode (strict, shrink-on-load) -> fit (largest width) -> to_srgb -> [in memory]
     -> upright -> for each width: fit -> encode each format, with the EXIF -> name by hash
 
+With a ladder by bytes (width_step_bytes), the smallest and the largest widths are made first,
+and the widths between are chosen from their files' bytes (pipeline/variants.ladder).
+
 Files come out named (``{slug}.{hash}.{ext}``), not placed: where a name goes is the store's
 layout (``imgwarm.store``).
 """
@@ -32,7 +35,7 @@ from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
-from imgwarm.pipeline.variants import height_for, plan_widths
+from imgwarm.pipeline.variants import height_for, ladder, plan_widths
 from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
 from imgwarm.text import printable
 
@@ -54,7 +57,7 @@ def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Ima
 
 @dataclass(frozen=True)
 class Plan:
-    widths: list[int]
+    widths: list[int]  # with a ladder by bytes: its two ends
     formats: list[Format]
     cost: int  # bytes of memory, estimated on the header
     notes: list[str]  # formats left out, and why
@@ -70,6 +73,8 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
     while True:
         max_side = min(OUTPUTS[f].max_side for f in formats)
         widths = plan_widths(full_w, full_h, settings.widths, max_side)
+        if widths and settings.byte_ladder():
+            widths = sorted({widths[0], widths[-1]})
         if widths:
             break
         if len(formats) == 1:
@@ -120,35 +125,49 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
         master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
         gain = _gain(info, warnings) if "jpeg" in chosen.formats else None
         slug = slug_for(printable(name))
-        files: list[Encoded] = []
-        preview = None
+        made: dict[int, list[Encoded]] = {}
+        preview: Placeholder | None = None
         hints: dict[Format, int] = {}  # auto: the quality the previous width needed
-        for width in widths:
+
+        def at(width: int) -> tuple[pyvips.Image, list[Encoded]]:
             resized = fit(master, width, height_for(width, full_w, full_h))
             # Resample once into memory; every encoder then reads the same pixels.
             image = resized if resized is master else resized.copy_memory()
             frame = Frame(image, None if gain is None or info.gainmap is None else
                           gainmap.for_variant(info.gainmap, gain, image, full_w, full_h))
+            references: dict[bool, Reference] = {}  # auto: the metric's, for every format
+            return image, [_encode_one(frame, fmt, settings, exif, slug, hints, references)
+                           for fmt in chosen.formats]
+
+        for width in widths:
+            image, made[width] = at(width)
             if width == widths[0]:
                 preview = placeholder(image)
-            references: dict[bool, Reference] = {}  # auto: the metric's, for every format
-            for fmt in chosen.formats:
-                quality, found = settings.quality(fmt), None
-                if quality == "auto":
-                    # (OpenCV and the metric load only here: a worker starts sooner without)
-                    from imgwarm.pipeline.quality import auto_quality
+        if settings.byte_ladder() and len(widths) == 2:
+            ends = [(w, len(made[w][0].data)) for w in widths]  # the first format's bytes
+            for width in ladder(ends[0], ends[1], settings.width_step_bytes,
+                                settings.max_widths)[1:-1]:
+                made[width] = at(width)[1]
+    return [file for width in sorted(made) for file in made[width]], preview
 
-                    picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt),
-                                          references)
-                    data, quality, found = picked.data, picked.quality, picked.score
-                    hints[fmt] = quality
-                else:
-                    data = encode(frame, fmt, settings, exif)
-                file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension,
-                                 settings.hash_length)
-                files.append(Encoded(fmt, image.width, image.height, file, data, quality,
-                                     found, hdr=fmt == "jpeg" and frame.hdr is not None))
-    return files, preview
+
+def _encode_one(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None,
+                slug: str, hints: dict[Format, int],
+                references: dict[bool, Reference]) -> Encoded:
+    """One format of one width (``references``: the metric's, shared by a width's formats)."""
+    quality, found = settings.quality(fmt), None
+    if quality == "auto":
+        # (OpenCV and the metric load only here: a worker starts sooner without)
+        from imgwarm.pipeline.quality import auto_quality
+
+        picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt), references)
+        data, quality, found = picked.data, picked.quality, picked.score
+        hints[fmt] = quality
+    else:
+        data = encode(frame, fmt, settings, exif)
+    file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension, settings.hash_length)
+    return Encoded(fmt, frame.image.width, frame.image.height, file, data, quality, found,
+                   hdr=fmt == "jpeg" and frame.hdr is not None)
 
 
 def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:

@@ -1,6 +1,15 @@
-"""Variants: which widths to make for a source."""
+"""Variants: which widths to make for a source (a fixed list, or a ladder by bytes)."""
 
 from __future__ import annotations
+
+import itertools
+import math
+
+# Chromium takes the narrowest srcset candidate at least as wide as the slot needs (checked in
+# tests/serve/test_ladder.py): consecutive widths at most this ratio apart mean the file a
+# browser takes has at most 1.5x the pixels its slot needs.
+PIXEL_SLACK = 1.5
+MAX_RATIO = math.sqrt(PIXEL_SLACK)
 
 
 def plan_widths(source_width: int, source_height: int, widths: list[int],
@@ -14,6 +23,61 @@ def plan_widths(source_width: int, source_height: int, widths: list[int],
     if largest < 1:
         return []
     return sorted({w for w in widths if w < largest} | {largest})
+
+
+def ladder(low: tuple[int, int], high: tuple[int, int], step: int,
+           most: int) -> list[int]:
+    """The widths from ``low`` to ``high`` (each (width, bytes of its file)) whose files are
+    about ``step`` bytes apart, as Cloudinary's responsive breakpoints are, and never more than
+    MAX_RATIO apart in width; at most ``most`` widths (the byte step grows to fit; when even
+    the ratio alone needs more, ``most`` widths evenly spaced by ratio). Bytes between the two
+    ends follow the power law through them (a photo's bytes grow as width**1.4..2.1)."""
+    (w0, b0), (w1, b1) = low, high
+    if w1 <= w0:
+        return [w1]
+    power = math.log(b1 / b0) / math.log(w1 / w0) if b1 > b0 > 0 else 1.0
+    power = min(max(power, 0.5), 3.0)
+
+    def width_at(size: float) -> float:
+        return w0 * (size / b0) ** (1 / power) if b0 > 0 else w0 + (w1 - w0) * size / b1
+
+    gaps = max(1, math.ceil((b1 - b0) / step)) if b1 > b0 else 1
+    while True:
+        marks = [width_at(b0 + (b1 - b0) * n / gaps) for n in range(1, gaps)]
+        found = _by_ratio([w0, *marks, w1])
+        if len(found) <= most:
+            return found
+        if gaps == 1:
+            return _even(w0, w1, most)
+        gaps = max(1, math.floor(gaps / 1.25))
+
+
+def _by_ratio(marks: list[float]) -> list[int]:
+    """``marks`` as whole widths, with widths put in wherever two are over MAX_RATIO apart (or
+    more than one pixel, where a pixel is more than that ratio)."""
+    found = [round(marks[0])]
+    for target in marks[1:]:
+        end = round(target)
+        if end > found[-1]:
+            found.extend(_between(found[-1], end)[1:])
+    return found
+
+
+def _between(start: int, end: int) -> list[int]:
+    """Widths from ``start`` to ``end`` at about one ratio apart, none over MAX_RATIO."""
+    parts = max(1, math.ceil(math.log(end / start) / math.log(MAX_RATIO)))
+    while True:  # ends: at ``end - start`` parts every step is one pixel
+        chain = sorted({start, end, *(math.floor(start * (end / start) ** (n / parts))
+                                      for n in range(1, parts))})
+        if all(b <= max(a * MAX_RATIO, a + 1) for a, b in itertools.pairwise(chain)):
+            return chain
+        parts += 1
+
+
+def _even(w0: int, w1: int, most: int) -> list[int]:
+    """``most`` widths from ``w0`` to ``w1`` at one ratio apart."""
+    ratio = (w1 / w0) ** (1 / (most - 1))
+    return sorted({w0, *(round(w0 * ratio ** n) for n in range(1, most - 1)), w1})
 
 
 def height_for(width: int, source_width: int, source_height: int) -> int:

@@ -32,23 +32,39 @@ from imgwarm.store import Stores
 
 PAGE, PAGES, CONFIG, SITE = "index.html", "pages.json", "nginx.conf", "site"
 HERO_WIDTH = 960  # CSS px: the page's width, the hero's at most
-HERO_SIZES = f"(max-width: {HERO_WIDTH}px) 100vw, {HERO_WIDTH}px"  # the preload's too
+PAD, GRID_GAP = 16, 12  # CSS px: the page's padding, the space between grid columns
 COLUMN = 280  # CSS px: the narrowest grid column
-GRID_SIZES = "(max-width: 640px) 100vw, (max-width: 960px) 50vw, 320px"
+
+
+def _sizes() -> tuple[str, str]:
+    """The hero's and a grid image's ``sizes``: the widths STYLE lays them out at (a larger
+    guess makes the browser take a wider file than its slot needs)."""
+    page = HERO_WIDTH + 2 * PAD  # the viewport from which the page stops growing
+    hero = f"(max-width: {page}px) calc(100vw - {2 * PAD}px), {HERO_WIDTH}px"
+    # auto-fill: n columns from a content width of n * COLUMN + (n - 1) * GRID_GAP
+    two, three = (n * COLUMN + (n - 1) * GRID_GAP + 2 * PAD for n in (2, 3))
+    grid = (f"(max-width: {two - 1}px) calc(100vw - {2 * PAD}px), "
+            f"(max-width: {three - 1}px) calc((100vw - {2 * PAD + GRID_GAP}px) / 2), "
+            f"(max-width: {page - 1}px) calc((100vw - {2 * PAD + 2 * GRID_GAP}px) / 3), "
+            f"{(HERO_WIDTH - 2 * GRID_GAP) // 3}px")
+    return hero, grid
+
+
+HERO_SIZES, GRID_SIZES = _sizes()  # HERO_SIZES: the preload's too
 # The narrowest common phone screen, CSS px: grid images that can start above its fold are
 # loaded at once at high priority (the largest one there, not the hero, may be the LCP).
 FOLD = (360, 800)
 _HEAD, _CAPTION, _GAP = 60, 24, 16  # px: the title, a caption's line, the space after a figure
 TITLE = "imgwarm gallery"
 STYLE = "".join(f"\n  {rule}" for rule in (
-    "body {{ margin: 0 auto; max-width: {hero_width}px; padding: 16px; "
+    "body {{ margin: 0 auto; max-width: {hero_width}px; padding: {pad}px; "
     "font: 16px/1.4 system-ui, sans-serif; color: #222; }}",
     "h1 {{ font-size: 1.4rem; margin: 0 0 12px; }}",
     # width and height on each <img> give its aspect ratio: nothing moves as images arrive
     "img {{ display: block; width: 100%; height: auto; }}",
     ".hero {{ margin: 0 0 16px; }}",
     ".grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax({column}px, 1fr));"
-    " gap: 12px; margin: 0; padding: 0; }}",
+    " gap: {gap}px; margin: 0; padding: 0; }}",
     "figure {{ margin: 0; }}",
     "figcaption {{ font-size: 0.85rem; color: #555; padding: 4px 0; overflow-wrap: anywhere; }}",
 ))
@@ -95,17 +111,19 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     env = Environment(loader=PackageLoader("imgwarm.serve"), undefined=StrictUndefined,
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     items = [(hero, True, HERO_SIZES), *((m, False, GRID_SIZES) for m in rest)]
-    first_screen, largest = above_the_fold(hero, rest)
+    first_screen, largest = above_the_fold(hero, rest)  # (grid indexes)
     rules = dict(filter(None, (placeholder_rule(m) for m, _, _ in items)))
-    css = Markup(STYLE.format(hero_width=HERO_WIDTH, column=COLUMN)  # (ours, and checked
-                 + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")  # placeholders)
+    page_style = STYLE.format(hero_width=HERO_WIDTH, column=COLUMN, pad=PAD, gap=GRID_GAP)
+    css = Markup(page_style  # (ours, and checked placeholders)
+                 + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")
     html = env.get_template("gallery.html.j2").render(
         title=title, css=css, style_hash=csp_hash(str(css)),
         description=f"{len(manifests)} photos, each in WebP or AVIF with a JPEG fallback at "
         "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
-        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, above_fold=n < first_screen,
-                     priority=n == largest) for n, m in enumerate(rest)])
+        items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, priority=n == largest,
+                     above_fold=n < first_screen or n == largest)
+               for n, m in enumerate(rest)])
     pages = {"/": [m.key for m in manifests]}
     config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
     if check:
@@ -123,19 +141,24 @@ def csp_hash(text: str) -> str:
 
 
 def above_the_fold(hero: Manifest, rest: list[Manifest]) -> tuple[int, int | None]:
-    """How many grid images can start within the first screen of the narrowest phone (FOLD):
+    """How many grid images lie wholly within the first screen of the narrowest phone (FOLD):
     one column there, each as wide as the page, the hero first (captions counted as a line);
-    and which of them shows more of itself there than the hero (the LCP), if one does."""
-    width, fold = FOLD[0] - 32, FOLD[1]
+    and which of them shows more of itself there than the hero (the LCP), if one does. (One
+    cut by the fold is left lazy: it still loads on layout, but no longer competes with the
+    LCP's bytes from the first request.)"""
+    width, fold = FOLD[0] - 2 * PAD, FOLD[1]
     top = _HEAD
     shown = []  # the visible height of each, the hero first
+    whole = 0
     for manifest in [hero, *rest]:
         if top >= fold:
             break
-        shown.append(min(_tall(manifest, width), fold - top))
-        top += _tall(manifest, width) + _GAP
+        tall = _tall(manifest, width)
+        shown.append(min(tall, fold - top))
+        whole += top + tall <= fold
+        top += tall + _GAP
     largest = max(range(len(shown)), key=lambda n: shown[n])
-    return len(shown) - 1, (largest - 1 if largest > 0 else None)
+    return max(0, whole - 1), (largest - 1 if largest > 0 else None)
 
 
 def _tall(manifest: Manifest, width: int) -> int:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
-from imgwarm.pipeline.variants import height_for, plan_widths
+from imgwarm.pipeline.variants import MAX_RATIO, PIXEL_SLACK, height_for, ladder, plan_widths
 
 DEFAULT = [320, 640, 1280, 1920]
 
@@ -50,3 +53,53 @@ def test_height_keeps_aspect_and_is_at_least_one() -> None:
     assert height_for(320, 4032, 3024) == 240
     assert height_for(320, 1600, 2400) == 480
     assert height_for(1, 5000, 10) == 1
+
+
+# A ladder by bytes (issue 27): the two ends' (width, bytes) in, whole widths out.
+CAMERA = ((320, 16_000), (1920, 261_000))  # a 4032x3024 phone photo's WebP at q80
+
+
+def ratios(widths: list[int]) -> list[float]:
+    return [b / a for a, b in itertools.pairwise(widths)]
+
+
+@pytest.mark.parametrize("step", [5_000, 20_000, 40_000, 80_000, 10**9])
+@pytest.mark.parametrize("most", [10, 12, 20])
+def test_ladder_keeps_every_step_within_the_pixel_slack(step: int, most: int) -> None:
+    widths = ladder(*CAMERA, step, most)
+    assert widths[0] == 320 and widths[-1] == 1920 and widths == sorted(set(widths))
+    assert len(widths) <= most
+    assert max(ratios(widths)) <= MAX_RATIO  # so at most 1.5x the pixels a slot needs
+    assert pytest.approx(PIXEL_SLACK) == MAX_RATIO ** 2
+
+
+def test_ladder_spaces_files_by_bytes_where_the_ratio_allows() -> None:
+    """A small step at the wide end (where 20 KB is a small change of width) puts widths
+    closer than the ratio needs, each about a step of the modelled bytes apart."""
+    (w0, b0), (w1, b1) = CAMERA
+    widths = ladder(*CAMERA, 20_000, 20)
+    power = math.log(b1 / b0) / math.log(w1 / w0)
+    modelled = [b0 * (w / w0) ** power for w in widths]
+    wide = [b - a for a, b in itertools.pairwise(modelled) if a > 100_000]
+    assert len(wide) >= 5 and all(16_000 <= gap <= 20_500 for gap in wide), wide
+    assert len(widths) > len(ladder(*CAMERA, 10**9, 20))  # the ratio alone gives fewer
+
+
+def test_ladder_fits_most_by_growing_the_step_then_by_ratio() -> None:
+    assert len(ladder(*CAMERA, 5_000, 12)) == 12
+    assert ladder(*CAMERA, 10**9, 64) == ladder(*CAMERA, 10**9, 10)  # the ratio needs 10
+    even = ladder(*CAMERA, 10**9, 4)  # fewer than the ratio needs: 4, at one ratio apart
+    assert len(even) == 4 and max(ratios(even)) == pytest.approx(6 ** (1 / 3), rel=0.01)
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    ((320, 9_000), (320, 9_000), [320]),  # one width: the source is no wider
+    ((320, 9_000), (100, 900), [100]),
+    ((320, 9_000), (360, 9_500), [320, 360]),
+    ((320, 9_000), (391, 8_000), [320, 391]),  # fewer bytes wider (a flat picture)
+    ((320, 9_000), (392, 9_100), [320, 354, 392]),  # 392 / 320 is just over sqrt(1.5)
+    ((1, 0), (3, 0), [1, 2, 3]),  # empty files: by width alone
+])
+def test_ladder_edges(low: tuple[int, int], high: tuple[int, int],
+                      expected: list[int]) -> None:
+    assert ladder(low, high, 20_000, 12) == expected

@@ -188,7 +188,7 @@ def test_each_image_is_the_format_and_width_its_slot_needs(browser: Any, gallery
         offer = next(o for o in image["offers"] if chosen in o["srcset"])
         widths = [w for _, w in _candidates(offer["srcset"])]
         width = dict(_candidates(offer["srcset"]))[chosen]
-        slot = min(view[0], HERO_WIDTH) if hero else image["slot"]  # hero: its sizes
+        slot = image["slot"]  # (the sizes say the laid-out width: the test below)
         needed = slot * loaded.dpr
         enough = [w for w in widths if w >= needed]
         if not enough:
@@ -201,6 +201,56 @@ def test_each_image_is_the_format_and_width_its_slot_needs(browser: Any, gallery
         assert width == enough[0] or (loaded.dpr > 1 and below and width == below[-1]), \
             (index, width, needed, widths)
     assert loaded.page.evaluate("window.__cls") == 0  # no layout shift as they arrived
+    loaded.page.context.close()
+
+
+# Each image's sizes, evaluated as the browser does: the first entry whose media condition
+# matches (its length measured on an element of that width), "auto" left to the layout.
+SIZES_JS = """() => [...document.images].map(img => {
+    const entries = [], text = img.sizes;
+    let depth = 0, start = 0;
+    for (let i = 0; i <= text.length; i++) {
+        const c = text[i];
+        if (c === '(') depth++;
+        if (c === ')') depth--;
+        if (i === text.length || (c === ',' && depth === 0)) {
+            entries.push(text.slice(start, i).trim()); start = i + 1;
+        }
+    }
+    for (const entry of entries) {
+        if (entry === 'auto') continue;
+        let length = entry;
+        if (entry.startsWith('(')) {
+            let d = 0, end = 0;
+            for (; end < entry.length; end++) {
+                if (entry[end] === '(') d++;
+                if (entry[end] === ')' && --d === 0) break;
+            }
+            if (!matchMedia(entry.slice(0, end + 1)).matches) continue;
+            length = entry.slice(end + 1).trim();
+        }
+        const probe = document.createElement('div');
+        probe.style.width = length;
+        document.documentElement.appendChild(probe);
+        const said = probe.getBoundingClientRect().width;
+        probe.remove();
+        return [said, img.getBoundingClientRect().width];
+    }
+    return null;
+})"""
+
+
+@pytest.mark.parametrize("width", [320, 360, 412, 603, 604, 700, 895, 896, 960, 991, 992, 1440])
+def test_the_sizes_say_the_width_each_image_is_laid_out_at(browser: Any, gallery: Gallery,
+                                                           width: int) -> None:
+    """A sizes wider than the slot makes the browser take a wider file than needed (the
+    hero and the grid at every column count, and across each step between them)."""
+    loaded = _open(browser, gallery, (width, 800, 1))
+    found = loaded.page.evaluate(SIZES_JS)
+    assert len(found) == COUNT and all(found)
+    for said, laid_out in found:
+        assert said == pytest.approx(laid_out, abs=0.5), (width, found)
+    assert found[0][1] == min(width - 32, HERO_WIDTH)
     loaded.page.context.close()
 
 

@@ -1,0 +1,68 @@
+"""What Chromium takes from a width ladder by bytes (issue 27): at every viewport width from
+320 to 1920 CSS px, at DPR 1, 1.75, 2 and 3, the file its srcset choice gets has at most 1.5x
+the pixels its slot needs, on corpus photos; the fixed ladder (320/640/1280/1920), in the
+same pages, does not keep to that (so the measure can fail)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imgwarm.config import Settings
+from imgwarm.manifest import Manifest
+from imgwarm.pipeline.variants import PIXEL_SLACK
+from imgwarm.serve.picture import picture
+from tests.support.files import REPO
+from tests.support.pipeline import run
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
+
+PHOTOS = ["42_IndexError.jpg", "HMD_Nokia_8.3_5G.jpg"]  # 4032x3024 and 4608x3456, unlike
+VIEWPORTS = range(320, 1921, 80)
+DPRS = (1, 1.75, 2, 3)
+STYLE = "body { margin: 0 } img { display: block; width: 100%; height: auto }"
+
+
+def taken(browser: Any, page: Path, width: int, dpr: float) -> list[tuple[str, float]]:
+    """Each image's chosen file and the device pixels of width its slot needs."""
+    context = browser.new_context(viewport={"width": width, "height": 700},
+                                  device_scale_factor=dpr)
+    try:
+        tab = context.new_page()
+        tab.goto(page.as_uri(), wait_until="load")
+        tab.wait_for_function("[...document.images].every(i => i.complete && i.currentSrc)")
+        found: list[tuple[str, float]] = tab.evaluate(
+            "[...document.images].map(i => [i.currentSrc,"
+            " i.getBoundingClientRect().width * devicePixelRatio])")
+        return found
+    finally:
+        context.close()
+
+
+def test_srcset_choice_within_the_pixel_slack(browser: Any, settings: Settings,
+                                              tmp_path: Path) -> None:
+    ladder = settings.updated(width_step_bytes="20K")
+    made: list[Manifest] = []
+    for name in PHOTOS:
+        data = (REPO / "tests" / "corpus" / name).read_bytes()
+        made += [run(data, f"ladder/{name}", ladder), run(data, f"fixed/{name}", settings)]
+    base = f"{settings.store.origin_root}/"  # (a page from a file: served from the origin)
+    tags = "\n".join(picture(m, sizes="100vw", eager=True, base_url=base) for m in made)
+    page = tmp_path / "page.html"
+    page.write_text(f'<!DOCTYPE html><html lang="en"><head><meta name="viewport" '
+                    f'content="width=device-width"><style>{STYLE}</style></head>'
+                    f"<body>{tags}</body></html>")
+    by_path = {v.path: (n, v) for n, m in enumerate(made) for v in m.variants}
+    worst = [0.0] * len(made)
+    for dpr in DPRS:
+        for width in VIEWPORTS:
+            for url, needed in taken(browser, page, width, dpr):
+                n, variant = by_path[url.removeprefix(f"file://{base}")]
+                assert variant.format == "webp", url
+                assert needed == pytest.approx(width * dpr, abs=1)  # the slot: 100vw
+                worst[n] = max(worst[n], (variant.width / needed) ** 2)
+    ladders, fixed = worst[0::2], worst[1::2]
+    assert all(1 <= w <= PIXEL_SLACK for w in ladders), ladders
+    assert all(w > 2 for w in fixed), fixed  # e.g. 1280 px taken for a 660-px slot: 3.8x
