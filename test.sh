@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install what the tests need and run them: Python packages in a virtual environment (.venv),
-# and redis-server, nginx, nghttp2-client, chromium, docker-compose and jpegtran through apt-get when
-# missing and we are root (the tests start their own servers on free ports, drive Debian's
-# Chromium with Playwright: no browser download, and check docker/ with docker-compose).
+# Install what the tests need and run them: Python packages in a virtual environment (.venv);
+# redis-server, nginx, nghttp2-client, chromium, docker-compose, jpegtran and npm through apt-get
+# when missing and we are root; html-validate through npm, into .venv/node (the tests start
+# their own servers on free ports, drive Debian's Chromium with Playwright: no browser
+# download, check docker/ with docker-compose and our markup with html-validate).
 # Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,6 +14,7 @@ command -v nghttp >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)  # checks the compose file
 command -v jpegtran >/dev/null 2>&1 || missing+=(libjpeg-turbo-progs)  # arithmetic-coded JPEGs
+command -v npm >/dev/null 2>&1 || missing+=(npm)  # html-validate, which checks our markup
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "test.sh: installing ${missing[*]}" >&2
@@ -33,5 +35,9 @@ stamp=.venv/.test-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
     touch "$stamp"
+fi
+# html-validate from npm, beside the Python packages (tests/serve/test_html.py)
+if command -v npm >/dev/null 2>&1 && [ ! -x .venv/node/node_modules/.bin/html-validate ]; then
+    npm install --silent --no-audit --no-fund --prefix .venv/node html-validate@9 >/dev/null
 fi
 exec .venv/bin/python -m pytest "$@"
