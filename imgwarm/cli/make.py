@@ -26,6 +26,8 @@ from imgwarm.cli.setting import SettingOption
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per source per line.")
 @credit_options
 @click.option("--widths", cls=SettingOption)
+@click.option("--width-step-bytes", metavar="SIZE", cls=SettingOption)
+@click.option("--max-widths", type=int, cls=SettingOption)
 @click.option("--formats", cls=SettingOption)
 @click.option("--webp-quality", metavar="Q|auto", cls=SettingOption)
 @click.option("--jpeg-quality", metavar="Q|auto", cls=SettingOption)
