@@ -25,7 +25,7 @@ from imgwarm.manifest import Manifest
 from imgwarm.roots import apart, stores_roots
 from imgwarm.serve.nginx import Config, NginxOptions, image_prefix, render
 from imgwarm.serve.nginx import check as nginx_check
-from imgwarm.serve.pages import preloads, read_pages
+from imgwarm.serve.pages import Also, find_manifest, preloads, read_pages
 from imgwarm.serve.picture import picture, placeholder_rule
 from imgwarm.serve.written import write_all
 from imgwarm.store import Stores
@@ -36,25 +36,29 @@ PAD, GRID_GAP = 16, 12  # CSS px: the page's padding, the space between grid col
 COLUMN = 280  # CSS px: the narrowest grid column
 
 
-def _sizes() -> tuple[str, str]:
+def _sizes() -> tuple[str, str, str]:
     """The hero's and a grid image's ``sizes``: the widths STYLE lays them out at (a larger
-    guess makes the browser take a wider file than its slot needs)."""
+    guess makes the browser take a wider file than its slot needs); and the screens with one
+    column (where a grid photo can be larger than the hero)."""
     page = HERO_WIDTH + 2 * PAD  # the viewport from which the page stops growing
     hero = f"(max-width: {page}px) calc(100vw - {2 * PAD}px), {HERO_WIDTH}px"
     # auto-fill: n columns from a content width of n * COLUMN + (n - 1) * GRID_GAP
     two, three = (n * COLUMN + (n - 1) * GRID_GAP + 2 * PAD for n in (2, 3))
-    grid = (f"(max-width: {two - 1}px) calc(100vw - {2 * PAD}px), "
+    one_column = f"(max-width: {two - 1}px)"
+    grid = (f"{one_column} calc(100vw - {2 * PAD}px), "
             f"(max-width: {three - 1}px) calc((100vw - {2 * PAD + GRID_GAP}px) / 2), "
             f"(max-width: {page - 1}px) calc((100vw - {2 * PAD + 2 * GRID_GAP}px) / 3), "
             f"{(HERO_WIDTH - 2 * GRID_GAP) // 3}px")
-    return hero, grid
+    return hero, grid, one_column
 
 
-HERO_SIZES, GRID_SIZES = _sizes()  # HERO_SIZES: the preload's too
+HERO_SIZES, GRID_SIZES, ONE_COLUMN = _sizes()  # HERO_SIZES: the preload's too
 # The narrowest common phone screen, CSS px: grid images that can start above its fold are
 # loaded at once at high priority (the largest one there, not the hero, may be the LCP).
 FOLD = (360, 800)
 _HEAD, _CAPTION, _GAP = 60, 24, 16  # px: the title, a caption's line, the space after a figure
+FIRST_SCREEN_MOST = 24  # sources read for a phone's LCP (the 25th would start below its fold
+# unless every one above were under 16 px tall)
 TITLE = "imgwarm gallery"
 STYLE = "".join(f"\n  {rule}" for rule in (
     "body {{ margin: 0 auto; max-width: {hero_width}px; padding: {pad}px; "
@@ -87,8 +91,9 @@ def gallery_config(settings: Settings, folder: Path, pages: dict[str, list[str]]
     if pages is None:
         pages = read_pages(folder / PAGES)
     prefix = image_prefix(settings, None)
-    found = preloads(pages, Stores.for_settings(settings.store), prefix=prefix,
-                     sizes=HERO_SIZES)
+    stores = Stores.for_settings(settings.store)
+    found = preloads(pages, stores, prefix=prefix, sizes=HERO_SIZES,
+                     also=phone_lcp(pages, stores))
     apart({"gallery folder": folder, **stores_roots(settings)})
     return render(settings, NginxOptions(listen=listen, site_root=(folder / SITE).resolve(),
                                          site_pages={"/": f"/{PAGE}"},
@@ -133,6 +138,24 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
                folder / CONFIG: config.whole})
     return Gallery(folder, folder / SITE / PAGE, folder / PAGES, folder / CONFIG,
                    len(manifests))
+
+
+def phone_lcp(pages: dict[str, list[str]], stores: Stores) -> dict[str, Also]:
+    """By page, the grid photo that is the LCP on a phone (one column), where one is larger
+    there than the hero: preloaded too, on those screens."""
+    found = {}
+    for page, sources in pages.items():
+        manifests = []
+        for source in sources[:FIRST_SCREEN_MOST]:
+            manifest = find_manifest(stores, source)
+            if manifest is None:
+                break  # (taken down or not made: the page shows what it can)
+            manifests.append(manifest)
+        if len(manifests) > 1:
+            largest = above_the_fold(manifests[0], manifests[1:])[1]
+            if largest is not None:
+                found[page] = Also(manifests[1 + largest], ONE_COLUMN, GRID_SIZES)
+    return found
 
 
 def csp_hash(text: str) -> str:

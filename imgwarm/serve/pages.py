@@ -105,9 +105,19 @@ def request_path(page: str) -> str:
     return quote(page, safe=_PATH_SAFE)
 
 
+@dataclass(frozen=True)
+class Also:
+    """One more image a page preloads, on the screens where it is the LCP (``media``): in the
+    gallery, a grid photo larger on a phone than the hero above it."""
+
+    manifest: Manifest
+    media: str
+    sizes: str
+
+
 def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
-             sizes: str = "100vw") -> list[Page]:
-    """Each page's Link, from the manifest of its first source."""
+             sizes: str = "100vw", also: dict[str, Also] | None = None) -> list[Page]:
+    """Each page's Link, from the manifest of its first source (and ``also``'s, by page)."""
     check_sizes(sizes)
     found = []
     for page, sources in pages.items():
@@ -117,7 +127,7 @@ def preloads(pages: dict[str, list[str]], stores: Stores, *, prefix: str,
         if manifest is None:
             raise PagesError(f"page {page!r}: no manifest for source {sources[0]!r} "
                              "(optimize it first, or name it as the manifest store does)")
-        found.append(_page(page, manifest, prefix, sizes))
+        found.append(_page(page, manifest, prefix, sizes, (also or {}).get(page)))
     return found
 
 
@@ -153,7 +163,25 @@ def find_manifest(stores: Stores, source: str) -> Manifest | None:
     return found
 
 
-def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
+def _page(page: str, manifest: Manifest, prefix: str, sizes: str,
+          also: Also | None = None) -> Page:
+    links = _links(page, manifest, None, sizes)
+    if also is not None:
+        check_sizes(also.sizes)
+        links += _links(page, also.manifest, also.media, also.sizes)
+    # (pushed, where push is on: the hero's usual file alone; most screens are not HDR)
+    plain = ", ".join(_link(chosen, media, prefix, shown, push=n == 0 and media != HDR_MEDIA)
+                      for n, (chosen, media, shown) in enumerate(links))
+    nopush = ", ".join(_link(chosen, media, prefix, shown, push=False)
+                       for chosen, media, shown in links)
+    return Page(path=quoted(request_path(page), f"page {page!r}"),
+                link=quoted(plain, f"page {page!r}"), nopush=quoted(nopush, f"page {page!r}"))
+
+
+def _links(page: str, manifest: Manifest, screens: str | None,
+           sizes: str) -> list[tuple[list[Variant], str | None, str]]:
+    """A source's preload links (variants, media, sizes), each for the screens (within
+    ``screens``) where it is the file the page uses."""
     variants = preferred(manifest)
     if not variants:
         raise PagesError(f"page {page!r}: source {manifest.key!r} has no WebP or JPEG variant")
@@ -163,18 +191,12 @@ def _page(page: str, manifest: Manifest, prefix: str, sizes: str) -> Page:
         if not VARIANT_PATH.fullmatch(variant.path):
             raise PagesError(f"page {page!r}: source {manifest.key!r} names a variant path "
                              f"{variant.path!r} that is not one imgwarm writes")
-    # An Ultra HDR hero: HDR screens take its JPEG (picture.py), the others the usual file;
-    # each preload only where it is the file the page will use.
-    links = [(variants, SDR_MEDIA if hdr and variants != hdr else None)]
-    if hdr and variants != hdr:
-        links.append((hdr, HDR_MEDIA))
-    # (pushed, where push is on: the usual file alone; most screens are not HDR)
-    plain = ", ".join(_link(chosen, media, prefix, sizes, push=media != HDR_MEDIA)
-                      for chosen, media in links)
-    nopush = ", ".join(_link(chosen, media, prefix, sizes, push=False)
-                       for chosen, media in links)
-    return Page(path=quoted(request_path(page), f"page {page!r}"),
-                link=quoted(plain, f"page {page!r}"), nopush=quoted(nopush, f"page {page!r}"))
+    if not hdr or variants == hdr:
+        return [(variants, screens, sizes)]
+    if screens is not None:  # (media queries do not nest: only where it cannot be HDR)
+        return []
+    # An Ultra HDR image: HDR screens take its JPEG (picture.py), the others the usual file
+    return [(variants, SDR_MEDIA, sizes), (hdr, HDR_MEDIA, sizes)]
 
 
 def _link(variants: list[Variant], media: str | None, prefix: str, sizes: str, *,

@@ -53,12 +53,13 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     a class (its rule from ``placeholder_rule``) rather than a ``style`` attribute, which a
     Content-Security-Policy without ``'unsafe-inline'`` styles blocks; ``above_fold``: an
     image other than the hero that may be in the first screen, loaded at once, with every
-    format offered as usual; ``priority``: at high priority too (the LCP, where it is not
-    the hero: one image, or they share the connection)."""
+    format offered as usual; ``priority``: at high priority too, offering what a preload
+    names as the hero does (the LCP, where it is not the hero: one image, or they share the
+    connection)."""
     base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
-    if eager:
+    if eager or priority:  # (preloaded: the format the Link names, so they are one request)
         first = preferred(manifest)
         offered = [first[0].format] if first and first[0].format != fallback[0].format else []
         shown_sizes = sizes

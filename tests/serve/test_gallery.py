@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -159,7 +160,7 @@ def _scroll_through(page: Any) -> None:
 IMAGES_JS = """() => [...document.images].map(img => ({
     currentSrc: img.currentSrc, naturalWidth: img.naturalWidth, slot: img.clientWidth,
     top: img.getBoundingClientRect().top + scrollY, alt: img.alt, loading: img.loading,
-    sizes: img.sizes,
+    sizes: img.sizes, priority: img.fetchPriority,
     offers: [...img.parentElement.querySelectorAll('source'), img].map(
         e => ({type: e.type || 'image/jpeg', srcset: e.srcset}))
 }))"""
@@ -183,8 +184,9 @@ def test_each_image_is_the_format_and_width_its_slot_needs(browser: Any, gallery
     for index, image in enumerate(images):
         assert image["naturalWidth"] > 0, image
         chosen = urlsplit(image["currentSrc"]).path
-        hero = index == 0
-        assert chosen.endswith(".webp" if hero else ".avif"), (index, chosen)
+        # the hero and the phone's LCP: the format their preload names; the rest AVIF
+        preloaded = index == 0 or image["priority"] == "high"
+        assert chosen.endswith(".webp" if preloaded else ".avif"), (index, chosen)
         offer = next(o for o in image["offers"] if chosen in o["srcset"])
         widths = [w for _, w in _candidates(offer["srcset"])]
         width = dict(_candidates(offer["srcset"]))[chosen]
@@ -382,16 +384,25 @@ def test_the_page_has_a_main_landmark_a_description_and_asks_for_no_icon(
 def test_the_largest_image_on_the_first_screen_loads_at_once_at_high_priority(
         browser: Any, gallery: Gallery, view: tuple[int, int, int]) -> None:
     """Whichever image is the LCP at this layout (on a phone, a portrait photo in the grid
-    can be larger than a landscape hero), it is not lazy and has fetchpriority=high: what
-    Lighthouse's LCP discovery asks (issue 27)."""
+    can be larger than a landscape hero), it is not lazy, has fetchpriority=high and is
+    preloaded by the page's Link header, by a link whose media this screen matches: what
+    Lighthouse's LCP discovery asks (issue 27). The preload and the image are one request."""
     loaded = _open(browser, gallery, view, wait="networkidle")
     page = loaded.page
     found = page.evaluate("window.__lcp && [window.__lcp.tagName, window.__lcp.loading, "
                           "window.__lcp.fetchPriority, [...document.images]"
-                          ".indexOf(window.__lcp)]")
+                          ".indexOf(window.__lcp), window.__lcp.currentSrc]")
     assert found is not None, "no LCP entry"
-    tag, loading, priority, index = found
+    tag, loading, priority, index, source = found
     assert (tag, loading, priority) == ("IMG", "eager", "high"), (view, index)
+    path = urlsplit(source).path
+    links = [e for e in loaded.first.headers["link"].split(", <") if f"{path} " in e]
+    assert len(links) == 1, (view, index, loaded.first.headers["link"])
+    media = re.search(r'; media="([^"]*)"', links[0])
+    if media:
+        assert page.evaluate("m => matchMedia(m).matches", media.group(1)), (view, media)
+    assert (index > 0) == bool(media)  # the hero's for every screen; a grid photo's for phones
+    assert loaded.requested.count(path) == 1, (view, path)
     page.context.close()
 
 

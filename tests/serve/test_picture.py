@@ -22,7 +22,7 @@ from imgwarm.pipeline.made import Made
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.placeholder import MAX_URI
 from imgwarm.samples import jpeg_with_exif, photo
-from imgwarm.serve.pages import preloads
+from imgwarm.serve.pages import Also, preloads
 from imgwarm.serve.picture import PictureError, picture, placeholder_rule
 from imgwarm.store import Stores
 from tests.support.cli import Cli
@@ -113,6 +113,28 @@ def test_the_hero_offers_what_its_preload_names(settings: Settings, tmp_path: Pa
     _, link = parse_link(page.link.replace('\\"', '"'))
     assert (link["type"], link["imagesrcset"], link["imagesizes"]) == (
         source["type"], source["srcset"], source["sizes"])
+
+
+def test_the_phone_lcp_offers_what_its_own_preload_names(settings: Settings,
+                                                         tmp_path: Path) -> None:
+    """A grid photo that is the LCP on phones (``priority``) is preloaded there too, after
+    the hero, for those screens only, never pushed; its tag offers what that link names."""
+    settings = settings.updated(formats="avif,webp,jpeg", widths="320,640")
+    hero = _optimized(settings, tmp_path)
+    tall = _optimized(settings, tmp_path, "tall.jpg", size=(900, 1400), seed=3)
+    phones, grid = "(max-width: 603px)", "(max-width: 603px) calc(100vw - 32px), 320px"
+    (source,), (img,) = (tags := Tags(picture(tall, priority=True, above_fold=True,
+                                              sizes=grid))).named("source"), tags.named("img")
+    (page,) = preloads({"/": [hero.key, tall.key]}, Stores.local(settings.store), prefix="/",
+                       also={"/": Also(tall, phones, grid)})
+    first, second = page.link.replace('\\"', '"').split(", <")
+    assert "nopush" not in first and "media=" not in parse_link(first)[1]
+    _, link = parse_link("<" + second)
+    assert (link["media"], "nopush" in link) == (phones, True)
+    assert (link["type"], link["imagesrcset"], link["imagesizes"]) == (
+        source["type"], source["srcset"], source["sizes"])
+    assert (img["loading"], img["fetchpriority"]) == ("eager", "high")
+    assert page.nopush.count("nopush") == 2
 
 
 def test_alt_is_escaped_given_or_empty(settings: Settings, tmp_path: Path) -> None:
