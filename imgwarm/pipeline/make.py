@@ -139,15 +139,19 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
             return image, [_encode_one(frame, fmt, settings, exif, slug, hints, references)
                            for fmt in chosen.formats]
 
+        narrowest: dict[Format, int] = {}
         for width in widths:
             image, made[width] = at(width)
             if width == widths[0]:
                 preview = placeholder(image)
+                narrowest = dict(hints)
         if settings.byte_ladder() and len(widths) == 2:
             ends = [(w, len(made[w][0].data)) for w in widths]  # the first format's bytes
+            hints.update(narrowest)  # (auto: each width's search from the narrower one's)
             for width in ladder(ends[0], ends[1], settings.width_step_bytes,
-                                settings.max_widths)[1:-1]:
-                made[width] = at(width)[1]
+                                settings.max_widths):
+                if widths[0] < width < widths[1]:
+                    made[width] = at(width)[1]
     return [file for width in sorted(made) for file in made[width]], preview
 
 

@@ -30,18 +30,20 @@ def ladder(low: tuple[int, int], high: tuple[int, int], step: int,
     """The widths from ``low`` to ``high`` (each (width, bytes of its file)) whose files are
     about ``step`` bytes apart, as Cloudinary's responsive breakpoints are, and never more than
     MAX_RATIO apart in width; at most ``most`` widths (the byte step grows to fit; when even
-    the ratio alone needs more, ``most`` widths evenly spaced by ratio). Bytes between the two
-    ends follow the power law through them (a photo's bytes grow as width**1.4..2.1)."""
+    the ratio alone needs more, ``most`` widths evenly spaced by ratio, over it). Bytes between
+    the two ends follow the power law through them (a photo's bytes grow as width**1.4..2.1),
+    so every width lies between the ends."""
     (w0, b0), (w1, b1) = low, high
     if w1 <= w0:
         return [w1]
-    power = math.log(b1 / b0) / math.log(w1 / w0) if b1 > b0 > 0 else 1.0
-    power = min(max(power, 0.5), 3.0)
 
     def width_at(size: float) -> float:
-        return w0 * (size / b0) ** (1 / power) if b0 > 0 else w0 + (w1 - w0) * size / b1
+        if b1 > b0 > 0:  # w0 * (w1 / w0) ** (log(size / b0) / log(b1 / b0))
+            return w0 * (w1 / w0) ** (math.log(size / b0) / math.log(b1 / b0))
+        return w0 + (w1 - w0) * (size - b0) / (b1 - b0)  # (an empty end: by width alone)
 
-    gaps = max(1, math.ceil((b1 - b0) / step)) if b1 > b0 else 1
+    # (more gaps than widths allowed could only be cut: a tiny step costs nothing more)
+    gaps = min(max(1, math.ceil((b1 - b0) / max(step, 1))), most - 1) if b1 > b0 else 1
     while True:
         marks = [width_at(b0 + (b1 - b0) * n / gaps) for n in range(1, gaps)]
         found = _by_ratio([w0, *marks, w1])
@@ -64,11 +66,18 @@ def _by_ratio(marks: list[float]) -> list[int]:
 
 
 def _between(start: int, end: int) -> list[int]:
-    """Widths from ``start`` to ``end`` at about one ratio apart, none over MAX_RATIO."""
+    """The fewest widths from ``start`` to ``end``, none over MAX_RATIO (or one pixel) apart,
+    each as near its geometric place as that allows: no wider than the one below permits,
+    no narrower than the rest need to reach ``end``."""
     parts = max(1, math.ceil(math.log(end / start) / math.log(MAX_RATIO)))
-    while True:  # ends: at ``end - start`` parts every step is one pixel
-        chain = sorted({start, end, *(math.floor(start * (end / start) ** (n / parts))
-                                      for n in range(1, parts))})
+    while True:
+        chain = [start]
+        for n in range(1, parts):
+            widest = max(math.floor(chain[-1] * MAX_RATIO), chain[-1] + 1)
+            needed = math.ceil(end / MAX_RATIO ** (parts - n))
+            chain.append(min(max(round(start * (end / start) ** (n / parts)), needed), widest))
+        chain.append(end)
+        chain = sorted(set(chain))
         if all(b <= max(a * MAX_RATIO, a + 1) for a, b in itertools.pairwise(chain)):
             return chain
         parts += 1

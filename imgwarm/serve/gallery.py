@@ -42,16 +42,19 @@ def _sizes() -> tuple[str, str, str]:
     column (where a grid photo can be larger than the hero)."""
     page = HERO_WIDTH + 2 * PAD  # the viewport from which the page stops growing
     hero = f"(max-width: {page}px) calc(100vw - {2 * PAD}px), {HERO_WIDTH}px"
-    # auto-fill: n columns from a content width of n * COLUMN + (n - 1) * GRID_GAP
-    two, three = (n * COLUMN + (n - 1) * GRID_GAP + 2 * PAD for n in (2, 3))
-    one_column = f"(max-width: {two - 1}px)"
+    # n columns from a content width of n * COLUMN + (n - 1) * GRID_GAP, set by media
+    # queries on the same widths as the sizes (with a classic scrollbar, a layout's own
+    # auto-fill would change columns some pixels later than a media query says)
+    two, three = COLUMNS
+    one_column = f"(max-width: {two - 0.02:g}px)"  # (a fractional viewport: not 603.5)
     grid = (f"{one_column} calc(100vw - {2 * PAD}px), "
-            f"(max-width: {three - 1}px) calc((100vw - {2 * PAD + GRID_GAP}px) / 2), "
-            f"(max-width: {page - 1}px) calc((100vw - {2 * PAD + 2 * GRID_GAP}px) / 3), "
+            f"(max-width: {three - 0.02:g}px) calc((100vw - {2 * PAD + GRID_GAP}px) / 2), "
+            f"(max-width: {page - 0.02:g}px) calc((100vw - {2 * PAD + 2 * GRID_GAP}px) / 3), "
             f"{(HERO_WIDTH - 2 * GRID_GAP) // 3}px")
     return hero, grid, one_column
 
 
+COLUMNS = tuple(n * COLUMN + (n - 1) * GRID_GAP + 2 * PAD for n in (2, 3))  # viewports, px
 HERO_SIZES, GRID_SIZES, ONE_COLUMN = _sizes()  # HERO_SIZES: the preload's too
 # The narrowest common phone screen, CSS px: grid images that can start above its fold are
 # loaded at once at high priority (the largest one there, not the hero, may be the LCP).
@@ -67,8 +70,9 @@ STYLE = "".join(f"\n  {rule}" for rule in (
     # width and height on each <img> give its aspect ratio: nothing moves as images arrive
     "img {{ display: block; width: 100%; height: auto; }}",
     ".hero {{ margin: 0 0 16px; }}",
-    ".grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax({column}px, 1fr));"
-    " gap: {gap}px; margin: 0; padding: 0; }}",
+    ".grid {{ display: grid; grid-template-columns: 1fr; gap: {gap}px; margin: 0; padding: 0; }}",
+    "@media (min-width: {two}px) {{ .grid {{ grid-template-columns: repeat(2, 1fr); }} }}",
+    "@media (min-width: {three}px) {{ .grid {{ grid-template-columns: repeat(3, 1fr); }} }}",
     "figure {{ margin: 0; }}",
     "figcaption {{ font-size: 0.85rem; color: #555; padding: 4px 0; overflow-wrap: anywhere; }}",
 ))
@@ -118,7 +122,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
     items = [(hero, True, HERO_SIZES), *((m, False, GRID_SIZES) for m in rest)]
     first_screen, largest = above_the_fold(hero, rest)  # (grid indexes)
     rules = dict(filter(None, (placeholder_rule(m) for m, _, _ in items)))
-    page_style = STYLE.format(hero_width=HERO_WIDTH, column=COLUMN, pad=PAD, gap=GRID_GAP)
+    page_style = STYLE.format(hero_width=HERO_WIDTH, pad=PAD, gap=GRID_GAP, two=COLUMNS[0],
+                              three=COLUMNS[1])
     css = Markup(page_style  # (ours, and checked placeholders)
                  + "".join(f"\n  {rule}" for rule in rules.values()) + "\n")
     html = env.get_template("gallery.html.j2").render(

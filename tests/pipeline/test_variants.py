@@ -103,3 +103,36 @@ def test_ladder_fits_most_by_growing_the_step_then_by_ratio() -> None:
 def test_ladder_edges(low: tuple[int, int], high: tuple[int, int],
                       expected: list[int]) -> None:
     assert ladder(low, high, 20_000, 12) == expected
+
+
+def test_ladder_stays_between_its_ends_and_within_the_ratio() -> None:
+    """Bytes that grow faster than width**3 (noise) once put widths past the widest end; a
+    ratio met only with care in the rounding (320 to 1965 in ten) once took one width too
+    many; a one-byte step once took seconds."""
+    assert ladder((320, 20_000), (400, 60_000), 10_000, 12) == [320, 347, 368, 385, 400]
+    steep = ladder((320, 100), (1920, 10**7), 20_000, 64)
+    assert steep[-1] == 1920 and max(ratios(steep)) <= MAX_RATIO
+    tight = ladder((320, 0), (1965, 0), 10**9, 10)
+    assert len(tight) == 10 and max(ratios(tight)) <= MAX_RATIO
+    tiny = ladder((320, 1_000), (16383, 30_000_000), 1, 64)
+    assert len(tiny) == 64 and tiny[-1] == 16383 and max(ratios(tiny)) <= MAX_RATIO
+
+
+def test_ladder_on_random_ends() -> None:
+    """Whatever the ends and bytes: sorted, distinct, from end to end, at most ``most``, and
+    within the ratio (or one pixel) whenever ``most`` allows the widths that needs."""
+    import random
+
+    rng = random.Random(26)
+    for _ in range(3000):
+        w0 = rng.randint(1, 800)
+        w1 = rng.randint(w0 + 1, 16383)
+        b0, b1 = rng.choice([0, rng.randint(1, 10**6)]), rng.randint(0, 3 * 10**7)
+        step, most = rng.choice([1, 1000, 20_000, 10**9]), rng.randint(2, 64)
+        widths = ladder((w0, b0), (w1, b1), step, most)
+        assert widths == sorted(set(widths)) and (widths[0], widths[-1]) == (w0, w1)
+        assert len(widths) <= most
+        fewest = len(ladder((w0, 0), (w1, 0), 10**9, 10**6))
+        if most >= fewest:
+            assert all(b <= max(a * MAX_RATIO, a + 1) for a, b in itertools.pairwise(widths))
+
