@@ -38,8 +38,8 @@ def ladder(low: tuple[int, int], high: tuple[int, int], step: int,
         return [w1]
 
     def width_at(size: float) -> float:
-        if b1 > b0 > 0:  # w0 * (w1 / w0) ** (log(size / b0) / log(b1 / b0))
-            return w0 * (w1 / w0) ** (math.log(size / b0) / math.log(b1 / b0))
+        if b1 > b0 > 0:
+            return float(w0 * (w1 / w0) ** (math.log(size / b0) / math.log(b1 / b0)))
         return w0 + (w1 - w0) * (size - b0) / (b1 - b0)  # (an empty end: by width alone)
 
     # (more gaps than widths allowed could only be cut: a tiny step costs nothing more)
