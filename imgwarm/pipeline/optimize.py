@@ -138,11 +138,14 @@ def _undo(key: str, fresh: list[str], created: list[PurePosixPath], stores: Stor
 
 def optimize_bytes(
     data: bytes, *, key: str, name: str, settings: Settings, stores: Stores,
-    credits: Credits | None = None, pixels: PixelWork = IN_PROCESS,
+    credits: Credits | None = None, pixels: PixelWork = IN_PROCESS, again: bool = False,
 ) -> Outcome:
     """Turn one source's bytes into its variants and manifest. ``name`` is the source's file
     name (for the slug and messages); ``credits`` override what the source's EXIF says;
-    ``pixels`` is where the pixel work runs (``isolate.py``)."""
+    ``pixels`` is where the pixel work runs (``isolate.py``); ``again``: an earlier attempt
+    of this same job may have been killed (a queued job handed out again), so a manifest
+    found current is announced in the journal again (it may have been written just before
+    that attempt died, and never announced)."""
     given = credits or Credits()
     source_sha = content_hash(data)
     digest = settings_digest(settings, given)
@@ -164,6 +167,8 @@ def optimize_bytes(
             updated = previous.model_copy(update={"placeholder": found})
             stores.manifests.put(updated, previous)
             previous = updated
+        elif again:
+            stores.manifests.announce(key)
         return Outcome(previous, reused=True)
     made = pixels.make(data, name, settings.image, given)
     # Claimed before they are written (references.py): a delete or gc that runs meanwhile
@@ -205,10 +210,11 @@ def optimize_file(
 
 def optimize_key(
     key: str, *, settings: Settings, stores: Stores, credits: Credits | None = None,
-    pixels: PixelWork = IN_PROCESS,
+    pixels: PixelWork = IN_PROCESS, again: bool = False,
 ) -> Outcome:
     """Make the variants of the original stored at ``key`` in the origin. A bad image is
-    recorded as a failure in the manifest store, so every machine can tell why."""
+    recorded as a failure in the manifest store, so every machine can tell why. ``again``:
+    as ``optimize_bytes``'s."""
     try:
         data = read_original(stores.origin, key, settings.image.max_bytes)
     except SourceError as error:  # missing, or too large to read: it may be replaced
@@ -218,7 +224,7 @@ def optimize_key(
     try:
         return optimize_bytes(
             data, key=key, name=key, settings=settings, stores=stores, credits=credits,
-            pixels=pixels,
+            pixels=pixels, again=again,
         )
     except RefusedBefore:
         raise  # already recorded: nothing to write

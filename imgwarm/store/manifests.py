@@ -96,6 +96,13 @@ class ManifestStore:
             self.references.release(record.key, sorted(old - new))
             self.references.note_dropped(sorted(old - new))
 
+    def announce(self, key: str) -> None:
+        """Say in the journal, again, that ``key``'s record changed: for a record whose put
+        may have been cut short between the record and the journal (a process killed there
+        leaves a record no reader hears of; a re-run finds it current and writes nothing)."""
+        if self.changes is not None:
+            self.changes.record(key)
+
     def _put_back(self, path: PurePosixPath, previous: Record | None) -> None:
         with contextlib.suppress(Exception):  # the journal's error is the one to report
             if previous is None:

@@ -36,14 +36,16 @@ def process_stores(settings: Settings) -> Stores:
     return _stores[pid]
 
 
-def run_job(key: str, settings: Settings, credits: Credits) -> dict[str, Any]:
+def run_job(key: str, settings: Settings, credits: Credits, *,
+            again: bool = False) -> dict[str, Any]:
     """One job: ``{"reused": bool, "manifest": ...}``. Transient faults propagate (the task
-    retries them); anything else that stops this source is a JobFailed with its one line."""
+    retries them); anything else that stops this source is a JobFailed with its one line.
+    ``again``: the job started before and never ended (its worker died)."""
     from imgwarm.pipeline.optimize import optimize_key
 
     try:
         outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
-                               credits=credits)
+                               credits=credits, again=again)
     except TransientStorageError:
         raise
     except SoftTimeLimitExceeded:
@@ -150,7 +152,7 @@ def register(app: Celery, settings: Settings) -> None:
                 raise JobFailed(f"{source_key}: {error}") from None
             if started > settings.queue.task_max_lost:
                 give_up(source_key, started - 1, settings, credits)
-            return run_job(source_key, settings, credits)
+            return run_job(source_key, settings, credits, again=started > 1)
         finally:
             starts.end(self.request.id)
 
