@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
@@ -43,9 +44,9 @@ class Variant(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: Format
-    width: int
-    height: int
-    bytes: int
+    width: int = Field(ge=1)  # (read from files: a 0 would divide by zero where laid out)
+    height: int = Field(ge=1)
+    bytes: int = Field(ge=0)
     path: str  # relative to the origin root; also the URL path
     quality: int | None = None  # the encoder's quality (None: a manifest made before)
     score: float | None = None  # SSIMULACRA2 against the resized source (auto quality)
@@ -80,8 +81,8 @@ class Manifest(BaseModel):
 
     key: str
     source_sha256: str
-    width: int  # as displayed, after orientation
-    height: int
+    width: int = Field(ge=1)  # as displayed, after orientation
+    height: int = Field(ge=1)
     description: str | None = None
     copyright: str | None = None
     artist: str | None = None

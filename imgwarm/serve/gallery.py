@@ -89,15 +89,16 @@ class Gallery:
 
 def gallery_config(settings: Settings, folder: Path, pages: dict[str, list[str]] | None = None,
                    *, listen: str, access_log: str | None = None,
-                   tier_header: bool = True) -> Config:
+                   tier_header: bool = True, also: dict[str, Also] | None = None) -> Config:
     """The nginx config that serves the gallery in ``folder`` and the variants it shows
-    (``pages``: as its pages file says, read from it when not given)."""
+    (``pages``: as its pages file says, read from it when not given; ``also``: the phone's
+    LCP by page, found from the manifests when not given)."""
     if pages is None:
         pages = read_pages(folder / PAGES)
     prefix = image_prefix(settings, None)
     stores = Stores.for_settings(settings.store)
     found = preloads(pages, stores, prefix=prefix, sizes=HERO_SIZES,
-                     also=phone_lcp(pages, stores))
+                     also=phone_lcp(pages, stores) if also is None else also)
     apart({"gallery folder": folder, **stores_roots(settings)})
     return render(settings, NginxOptions(listen=listen, site_root=(folder / SITE).resolve(),
                                          site_pages={"/": f"/{PAGE}"},
@@ -135,7 +136,9 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
                      above_fold=n < first_screen or n == largest)
                for n, m in enumerate(rest)])
     pages = {"/": [m.key for m in manifests]}
-    config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log)
+    also = {} if largest is None else {"/": Also(rest[largest], ONE_COLUMN, GRID_SIZES)}
+    config = gallery_config(settings, folder, pages, listen=listen, access_log=access_log,
+                            also=also)  # (the manifests in hand: not read again)
     if check:
         nginx_check(config, snippet=False)
     (folder / SITE).mkdir(parents=True, exist_ok=True)

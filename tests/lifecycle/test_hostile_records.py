@@ -76,3 +76,28 @@ def test_a_deep_config_file_is_refused_in_one_line(site: Site, tmp_path: Path) -
     config.write_bytes(b"[cache]\nram_budget = " + b"[" * 20_000 + b"]" * 20_000 + b"\n")
     said = one_line(Cli()("--config", str(config), "warm", env=site.env()), 2)
     assert "nested more than" in said and str(config) in said
+
+
+@pytest.mark.parametrize(("field", "value"), [("width", 0), ("height", -3)])
+def test_a_record_with_a_size_under_one_pixel_is_damaged_not_laid_out(
+        site: Site, field: str, value: int) -> None:
+    """A manifest edited to 0 pixels wide once stopped `imgwarm gallery` (and the serve of a
+    gallery) with a ZeroDivisionError where the page is laid out: it is a damaged record,
+    skipped, and the other photos' page is written."""
+    import json
+
+    from imgwarm.manifest import parse_record
+
+    manifest = by_key(site)["photo-0.jpg"]
+    for where in (None, 0):  # the source's own size, then a variant's
+        raw = json.loads(manifest.to_json())
+        (raw if where is None else raw["variants"][where])[field] = value
+        assert parse_record(json.dumps(raw).encode()) is None
+    path = stores(site).manifests.key_path(manifest.key)
+    raw = json.loads(manifest.to_json())
+    raw[field] = value
+    stores(site).manifests.store.write(path, json.dumps(raw).encode(), replace=True)
+    done = Cli()("gallery", "--out", str(site.root / "www"), env=site.env())
+    assert done.exit_code == 0, done.stderr
+    page = (site.root / "www" / "site" / "index.html").read_text()
+    assert by_key(site)["photo-1.jpg"].variants[0].path in page
