@@ -51,13 +51,20 @@ class Variant(BaseModel):
     quality: int | None = None  # the encoder's quality (None: a manifest made before)
     score: float | None = None  # SSIMULACRA2 against the resized source (auto quality)
     hdr: bool = False  # an Ultra HDR JPEG: the source's gain map, resized with it
+    # auto quality taken unchecked from a narrower width's (quality_check_width): no score
+    predicted: bool = False
+    # a JPEG whose colour is at full resolution below quality 90, where libvips would halve
+    # it (auto quality: pipeline/quality.py): how to make the same file again
+    full_chroma: bool = False
 
     @model_serializer(mode="wrap")
     def _plain(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``hdr`` only where it is true: an SDR variant is written as before it existed."""
+        """``hdr``, ``predicted`` and ``full_chroma`` only where true: other variants are
+        written as before these existed."""
         found: dict[str, Any] = handler(self)
-        if not self.hdr:
-            found.pop("hdr", None)
+        for flag in ("hdr", "predicted", "full_chroma"):
+            if not found.get(flag):
+                found.pop(flag, None)
         return found
 
 

@@ -34,9 +34,11 @@ from imgwarm.cli.setting import SettingOption
 @click.option("--avif-quality", metavar="Q|auto", cls=SettingOption)
 @click.option("--quality-target", type=float, cls=SettingOption)
 @click.option("--quality-tolerance", type=float, cls=SettingOption)
+@click.option("--quality-check-width", type=int, metavar="PIXELS", cls=SettingOption)
 @click.option("--report-quality", is_flag=True,
-              help="After each source, a line a variant: its quality and, for auto, its "
-              "SSIMULACRA2 score (--json always carries both).")
+              help="After each source, a line a variant: its quality and, for auto, whether "
+              "it was checked (with its SSIMULACRA2 score) or predicted (--json carries "
+              "quality, score and predicted in each variant).")
 @click.option("--origin-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--manifest-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--max-pixels", type=int, cls=SettingOption)

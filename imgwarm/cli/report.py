@@ -80,12 +80,20 @@ def bars(as_json: bool, doing: str) -> Iterator[Callable[[str, int, int], None]]
 
 
 def quality_lines(manifest: Manifest) -> list[str]:
-    """``  webp  640 q71 score 76.2``: a line a variant (the score only for auto quality)."""
+    """``  webp   640 q71 checked, score 76.2``: a line a variant. An auto quality was either
+    checked (searched, its SSIMULACRA2 score said) or predicted (the widest checked width's,
+    taken unchecked: quality_check_width); a fixed one is neither."""
     lines = []
     for v in manifest.variants:
         quality = "q?" if v.quality is None else f"q{v.quality}"
-        found = "" if v.score is None else f" score {v.score:.1f}"
-        lines.append(f"  {v.format:4} {v.width:5} {quality}{found}{' HDR' if v.hdr else ''}")
+        how = ""
+        if v.predicted:
+            how = " predicted, not scored"
+        elif v.score is not None:
+            how = f" checked, score {v.score:.1f}"
+        chroma = " 4:4:4" if v.full_chroma else ""
+        lines.append(f"  {v.format:4} {v.width:5} {quality}{chroma}{how}"
+                     f"{' HDR' if v.hdr else ''}")
     return lines
 
 

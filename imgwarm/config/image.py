@@ -7,7 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from imgwarm.config.marks import OUTPUT, OUTPUT_IF_AUTO, OUTPUT_IF_LADDER, REFUSAL, split_csv
+from imgwarm.config.marks import (
+    OUTPUT,
+    OUTPUT_IF_AUTO,
+    OUTPUT_IF_LADDER,
+    OUTPUT_IF_PREDICTED,
+    REFUSAL,
+    split_csv,
+)
 from imgwarm.config.units import Size
 from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 
@@ -55,6 +62,14 @@ class ImageSettings(BaseModel):
     quality_tolerance: float = Field(
         3.0, gt=0, le=20, json_schema_extra=OUTPUT_IF_AUTO,
         description="How far above quality_target an auto quality's score may land.")
+    quality_check_width: int = Field(
+        0, ge=0, le=16383, json_schema_extra=OUTPUT_IF_PREDICTED,
+        description="Auto quality, cheaper: variants up to this width are searched and "
+        "checked against quality_target; wider ones are encoded once, unchecked, at the "
+        "quality the widest checked variant of the same format needed (recorded as "
+        "predicted). The narrowest variant is always checked. 0: check every variant. "
+        "Saves most of the time at 640 (the wide variants are most of the pixels) but "
+        "lands fewer variants in the band: see the docs' benchmark.")
     avif_effort: int = Field(4, ge=0, le=10, json_schema_extra=OUTPUT,
                              description="AVIF encoder effort, 0..10 (slower = smaller).")
     accept_png: bool = Field(
@@ -102,6 +117,10 @@ class ImageSettings(BaseModel):
     def auto_quality(self) -> bool:
         """Is any format's quality auto (the target then changes outputs)?"""
         return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality)
+
+    def predicts_quality(self) -> bool:
+        """Are some auto qualities predicted (quality_check_width then changes outputs)?"""
+        return self.auto_quality() and self.quality_check_width > 0
 
     def byte_ladder(self) -> bool:
         """Are widths chosen by bytes (width_step_bytes and max_widths then change outputs)?"""

@@ -18,6 +18,7 @@ REFUSAL: dict[str, Any] = {"affects": "refusal"}  # changes which sources are re
 # that must leave the digests of manifests made before it as they were)
 OUTPUT_IF_AUTO: dict[str, Any] = {"affects": "output", "only_if": "auto_quality"}
 OUTPUT_IF_LADDER: dict[str, Any] = {"affects": "output", "only_if": "byte_ladder"}
+OUTPUT_IF_PREDICTED: dict[str, Any] = {"affects": "output", "only_if": "predicts_quality"}
 
 
 def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:

@@ -43,9 +43,10 @@ class Frame:
 
 
 def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None,
-           quality: int | None = None) -> bytes:
+           quality: int | None = None, *, full_chroma: bool = False) -> bytes:
     """Encoded bytes carrying ``exif`` (piexif bytes) and no other metadata, at ``quality``
-    (default: the format's quality setting, which must then be a number)."""
+    (default: the format's quality setting, which must then be a number). A JPEG keeps its
+    colour at half resolution below quality 90 (libvips' rule) unless ``full_chroma``."""
     if quality is None:
         setting = settings.quality(fmt)
         if setting == "auto":
@@ -59,6 +60,7 @@ def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | Non
             image = image.flatten(background=[255, 255, 255])
         data = image.jpegsave_buffer(  # EXIF goes in below; a gain map, when there is one
             Q=quality, interlace=True, optimize_coding=True,
+            subsample_mode="off" if full_chroma else "auto",
             keep="none" if frame.hdr is None else "gainmap")
         if not exif:
             return bytes(data)

@@ -24,6 +24,8 @@ class Encoded:
     quality: int
     score: float | None = None  # SSIMULACRA2 against the resized source (auto quality only)
     hdr: bool = False  # carries the source's gain map (Ultra HDR: pipeline/gainmap.py)
+    predicted: bool = False  # auto quality taken from a narrower width's, not checked
+    full_chroma: bool = False  # a JPEG with full-resolution colour below quality 90 (auto)
 
 
 @dataclass(frozen=True)

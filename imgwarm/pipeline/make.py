@@ -42,6 +42,8 @@ from imgwarm.text import printable
 if TYPE_CHECKING:
     from imgwarm.quality.ssimulacra2 import Reference
 
+Hint = tuple[int, bool]  # auto: a width's quality, and whether its JPEG colour was full
+
 
 def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
     """The largest variant's pixels, upright and sRGB, in memory: decoded once."""
@@ -127,7 +129,7 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
         slug = slug_for(printable(name))
         made: dict[int, list[Encoded]] = {}
         preview: Placeholder | None = None
-        hints: dict[Format, int] = {}  # auto: the quality the previous width needed
+        hints: dict[Format, Hint] = {}  # auto: the quality the previous width needed
 
         def at(width: int) -> tuple[pyvips.Image, list[Encoded]]:
             resized = fit(master, width, height_for(width, full_w, full_h))
@@ -139,7 +141,7 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
             return image, [_encode_one(frame, fmt, settings, exif, slug, hints, references)
                            for fmt in chosen.formats]
 
-        narrowest: dict[Format, int] = {}
+        narrowest: dict[Format, Hint] = {}
         for width in widths:
             image, made[width] = at(width)
             if width == widths[0]:
@@ -156,22 +158,33 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
 
 
 def _encode_one(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | None,
-                slug: str, hints: dict[Format, int],
+                slug: str, hints: dict[Format, Hint],
                 references: dict[bool, Reference]) -> Encoded:
     """One format of one width (``references``: the metric's, shared by a width's formats)."""
-    quality, found = settings.quality(fmt), None
-    if quality == "auto":
+    quality, found, predicted, full = settings.quality(fmt), None, False, False
+    hint = hints.get(fmt)
+    if quality == "auto" and hint is not None and _predicted(frame.image.width, settings):
+        (quality, full), predicted = hint, True  # the widest checked one's (hints stay its)
+        data = encode(frame, fmt, settings, exif, quality, full_chroma=full)
+    elif quality == "auto":
         # (OpenCV and the metric load only here: a worker starts sooner without)
         from imgwarm.pipeline.quality import auto_quality
 
-        picked = auto_quality(frame, fmt, settings, exif, hints.get(fmt), references)
+        picked, full = auto_quality(frame, fmt, settings, exif, hint and hint[0], references)
         data, quality, found = picked.data, picked.quality, picked.score
-        hints[fmt] = quality
+        hints[fmt] = (quality, full)
     else:
         data = encode(frame, fmt, settings, exif)
     file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension, settings.hash_length)
     return Encoded(fmt, frame.image.width, frame.image.height, file, data, quality, found,
-                   hdr=fmt == "jpeg" and frame.hdr is not None)
+                   hdr=fmt == "jpeg" and frame.hdr is not None, predicted=predicted,
+                   full_chroma=full)
+
+
+def _predicted(width: int, settings: ImageSettings) -> bool:
+    """Is this width's auto quality taken unchecked from the widest checked width's (given
+    one was checked)? Only past quality_check_width."""
+    return 0 < settings.quality_check_width < width
 
 
 def _make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:

@@ -112,7 +112,8 @@ def _publish(files: list[Encoded], stores: Stores, created: list[PurePosixPath])
         variants.append(Variant(format=file.format, width=file.width, height=file.height,
                                 bytes=len(file.data), path=str(path), quality=file.quality,
                                 score=None if file.score is None else round(file.score, 2),
-                                hdr=file.hdr))
+                                hdr=file.hdr, predicted=file.predicted,
+                                full_chroma=file.full_chroma))
         if stores.origin.write(path, file.data):
             created.append(path)
     return variants

@@ -14,39 +14,16 @@ from PIL import Image
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import LimitExceeded
-from imgwarm.manifest import Manifest, Variant
-from imgwarm.pipeline.encode import Frame, encode
-from imgwarm.pipeline.make import render_master
+from imgwarm.manifest import Manifest
+from imgwarm.pipeline.encode import encode
 from imgwarm.pipeline.optimize import optimize_file
-from imgwarm.pipeline.probe import probe
-from imgwarm.pipeline.resize import fit
-from imgwarm.pipeline.variants import height_for
 from imgwarm.quality.ssimulacra2 import pixels, score
-from imgwarm.samples import jpeg_with_exif, photo
+from imgwarm.samples import photo
 from imgwarm.store import Stores
 from tests.support.cli import Cli
+from tests.support.quality import TARGET, TOLERANCE, auto, decoded, frame_for, source_file
 
 pytestmark = pytest.mark.slow
-
-TARGET, TOLERANCE = 75.0, 3.0
-
-
-def _auto(settings: Settings, **options: object) -> Settings:
-    return settings.updated(webp_quality="auto", jpeg_quality="auto", **options)
-
-
-def _decoded(data: bytes) -> numpy.ndarray:
-    return numpy.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
-
-
-def _frame(source: Path, settings: Settings, manifest: Manifest, variant: Variant) -> Frame:
-    """The resized source's pixels for a variant, as the pipeline makes them: the widest
-    variant rendered from the source, resized to this one."""
-    info = probe(source.read_bytes(), source.name, settings.image)
-    widest = max(v.width for v in manifest.variants)
-    master = render_master(info, widest, height_for(widest, info.displayed_width,
-                                                    info.displayed_height), source.name)
-    return Frame(fit(master, variant.width, variant.height).copy_memory())
 
 
 def _check_band(source: Path, settings: Settings, manifest: Manifest) -> list[float]:
@@ -56,30 +33,25 @@ def _check_band(source: Path, settings: Settings, manifest: Manifest) -> list[fl
     found = []
     for variant in manifest.variants:
         data = (settings.store.origin_root / variant.path).read_bytes()
-        frame = _frame(source, settings, manifest, variant)
+        frame = frame_for(source, settings, manifest, variant)
         reference = pixels(frame.image)
-        measured = score(reference, _decoded(data))
+        measured = score(reference, decoded(data))
         assert variant.quality is not None and variant.score is not None
         assert measured == pytest.approx(variant.score, abs=0.05)
         if variant.quality < 100:
             assert measured >= TARGET, (variant, measured)
         if measured > TARGET + TOLERANCE and variant.quality > 1:
-            lower = encode(frame, variant.format, settings.image, None, variant.quality - 1)
-            assert score(reference, _decoded(lower)) < TARGET, (variant, measured)
+            lower = encode(frame, variant.format, settings.image, None, variant.quality - 1,
+                           full_chroma=variant.full_chroma)
+            assert score(reference, decoded(lower)) < TARGET, (variant, measured)
         found.append(measured)
     return found
-
-
-def _source(folder: Path, name: str, image: pyvips.Image) -> Path:
-    path = folder / name
-    path.write_bytes(jpeg_with_exif(image, quality=95))
-    return path
 
 
 @pytest.mark.parametrize("name", ["Landscape_1.jpg", "kodim07.png", "33-type_error.jpg"])
 def test_auto_lands_in_the_band_on_corpus_photos(corpus: Path, name: str,
                                                  settings: Settings) -> None:
-    settings = _auto(settings, widths="320,640,1024")
+    settings = auto(settings, widths="320,640,1024")
     manifest = optimize_file(corpus / name, settings=settings,
                              stores=Stores.local(settings.store)).manifest
     scores = _check_band(corpus / name, settings, manifest)
@@ -88,7 +60,7 @@ def test_auto_lands_in_the_band_on_corpus_photos(corpus: Path, name: str,
 
 
 def test_auto_on_hard_and_easy_images(settings: Settings, tmp_path: Path) -> None:
-    settings = _auto(settings, widths="320,600")
+    settings = auto(settings, widths="320,600")
     stores = Stores.local(settings.store)
     rng = numpy.random.default_rng(3)
     noise = pyvips.Image.new_from_array(
@@ -96,7 +68,7 @@ def test_auto_on_hard_and_easy_images(settings: Settings, tmp_path: Path) -> Non
     smooth = photo(600, 400, seed=5).gaussblur(6)
     qualities = {}
     for name, image in (("hard.jpg", noise), ("easy.jpg", smooth)):
-        source = _source(tmp_path, name, image)
+        source = source_file(tmp_path, name, image)
         manifest = optimize_file(source, settings=settings, stores=stores).manifest
         _check_band(source, settings, manifest)
         qualities[name] = [v.quality for v in manifest.variants if v.format == "webp"]
@@ -106,24 +78,24 @@ def test_auto_on_hard_and_easy_images(settings: Settings, tmp_path: Path) -> Non
 
 def test_a_fixed_quality_is_as_before(settings: Settings, tmp_path: Path) -> None:
     settings = settings.updated(widths="320", webp_quality=70, jpeg_quality=60)
-    source = _source(tmp_path, "a.jpg", photo(500, 300, seed=2))
+    source = source_file(tmp_path, "a.jpg", photo(500, 300, seed=2))
     manifest = optimize_file(source, settings=settings,
                              stores=Stores.local(settings.store)).manifest
     for variant in manifest.variants:
         assert (variant.quality, variant.score) == (70 if variant.format == "webp" else 60,
                                                     None)
-        frame = _frame(source, settings, manifest, variant)
+        frame = frame_for(source, settings, manifest, variant)
         data = (settings.store.origin_root / variant.path).read_bytes()
         # the same pixels as an encode at that number (EXIF aside)
         again = encode(frame, variant.format, settings.image, None)
-        assert numpy.array_equal(_decoded(data), _decoded(again))
+        assert numpy.array_equal(decoded(data), decoded(again))
 
 
 def test_auto_is_recorded_and_a_rerun_reuses_the_files(settings: Settings,
                                                        tmp_path: Path) -> None:
-    settings = _auto(settings, widths="320,640")
+    settings = auto(settings, widths="320,640")
     stores = Stores.local(settings.store)
-    source = _source(tmp_path, "b.jpg", photo(800, 500, seed=4))
+    source = source_file(tmp_path, "b.jpg", photo(800, 500, seed=4))
     first = optimize_file(source, settings=settings, stores=stores)
     stored = stores.manifests.get(first.manifest.key)
     assert stored is not None and all(v.score is not None for v in stored.variants)
@@ -137,7 +109,7 @@ def test_auto_is_recorded_and_a_rerun_reuses_the_files(settings: Settings,
 
 
 def test_the_command_reports_quality(settings: Settings, tmp_path: Path) -> None:
-    source = _source(tmp_path, "c.jpg", photo(700, 450, seed=6))
+    source = source_file(tmp_path, "c.jpg", photo(700, 450, seed=6))
     env = {"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
            "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root)}
     done = Cli()("optimize", source, "--webp-quality", "auto", "--jpeg-quality", "80",
@@ -147,8 +119,8 @@ def test_the_command_reports_quality(settings: Settings, tmp_path: Path) -> None
     assert [(f, w) for f, w, *_ in lines] == [("webp", "320"), ("jpeg", "320"),
                                               ("webp", "640"), ("jpeg", "640")]
     assert all(q == "q80" and len(rest) == 0 for f, _, q, *rest in lines if f == "jpeg")
-    assert all(rest[0] == "score" and float(rest[1]) > 0 for f, _, _, *rest in lines
-               if f == "webp")
+    assert all(rest[:2] == ["checked,", "score"] and float(rest[2]) > 0
+               for f, _, _, *rest in lines if f == "webp")
     done = Cli()("optimize", source, "--webp-quality", "auto", "--widths", "320", "--json",
                  "--quality-target", "80", env=env)
     variants = json.loads(done.stdout)["variants"]
@@ -182,6 +154,33 @@ def test_the_search_is_counted_in_the_memory_budget(corpus: Path, settings: Sett
     fixed = settings.updated(widths="1600", max_memory=256 << 20)
     made = optimize_file(source, settings=fixed, stores=Stores.local(fixed.store)).manifest
     assert [v.width for v in made.variants] == [1600, 1600]
-    auto = _auto(fixed)
+    searched = auto(fixed)
     with pytest.raises(LimitExceeded, match=r"auto quality.*refused before decoding"):
-        optimize_file(source, settings=auto, stores=Stores.local(auto.store))
+        optimize_file(source, settings=searched, stores=Stores.local(searched.store))
+
+
+def test_a_small_colourful_jpeg_gets_full_colour_below_90(corpus: Path,
+                                                          settings: Settings) -> None:
+    """At 320 px, a colourful photo's JPEG cannot reach the target with its colour at half
+    resolution (libvips' rule below quality 90), and at 90 (full colour) it jumps past the
+    band: the search then finds the lowest full-colour quality, in the band and smaller."""
+    source = corpus / "kodim03.png"
+    settings = auto(settings, widths="320", formats="jpeg")
+    manifest = optimize_file(source, settings=settings,
+                             stores=Stores.local(settings.store)).manifest
+    [variant] = manifest.variants
+    assert variant.full_chroma and variant.quality is not None and variant.quality < 90
+    [found] = _check_band(source, settings, manifest)  # (the lower quality checked in 4:4:4)
+    assert TARGET <= found <= TARGET + TOLERANCE
+    frame = frame_for(source, settings, manifest, variant)
+    reference = pixels(frame.image)
+    halved = encode(frame, "jpeg", settings.image, None, 89)  # the best half-colour one
+    at_90 = encode(frame, "jpeg", settings.image, None, 90)
+    assert score(reference, decoded(halved)) < TARGET < TARGET + TOLERANCE < \
+        score(reference, decoded(at_90))
+    data = (settings.store.origin_root / variant.path).read_bytes()
+    assert len(data) < len(at_90)
+    with Image.open(io.BytesIO(data)) as picture:  # the file says its full colour
+        assert all(layer[1:3] == (1, 1) for layer in picture.layer)  # 1x1 sampling: 4:4:4
+    raw = manifest.model_dump()["variants"][0]
+    assert raw["full_chroma"] is True
