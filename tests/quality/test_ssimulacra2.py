@@ -56,7 +56,11 @@ def test_scores_match_on_hard_easy_odd_and_tiny_images(tmp_path: Path) -> None:
     flat = numpy.full((64, 80, 3), (200, 120, 40), dtype=numpy.uint8)  # easy
     tiny = rng.integers(0, 256, (9, 12, 3), dtype=numpy.uint8)  # one scale only
     smooth = pixels(photo(300, 200, seed=3))
-    for original in (noise, flat, tiny, smooth):
+    # 2, 3 and 5 scales: which weights count moves with how many scales there are (the
+    # SSIM maps left out where they weigh nothing must be the ones that do not)
+    fewer = [pixels(photo(width, height, seed=width)) for width, height in
+             ((30, 20), (50, 40), (200, 130))]
+    for original in (noise, flat, tiny, smooth, *fewer):
         image = pyvips.Image.new_from_array(original, interpretation="srgb")
         for fmt, quality in (("jpeg", 40), ("webp", 80)):
             distorted = _decoded(_encoded(image, fmt, quality))
