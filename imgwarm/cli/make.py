@@ -38,7 +38,7 @@ from imgwarm.cli.setting import SettingOption
 @click.option("--report-quality", is_flag=True,
               help="After each source, a line a variant: its quality and, for auto, whether "
               "it was checked (with its SSIMULACRA2 score) or predicted (--json carries "
-              "quality, score and predicted in each variant).")
+              "quality and score in each variant, and predicted where true).")
 @click.option("--origin-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--manifest-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--max-pixels", type=int, cls=SettingOption)

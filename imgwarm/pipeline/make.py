@@ -14,7 +14,7 @@ layout (``imgwarm.store``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import pyvips
 
@@ -42,7 +42,14 @@ from imgwarm.text import printable
 if TYPE_CHECKING:
     from imgwarm.quality.ssimulacra2 import Reference
 
-Hint = tuple[int, bool]  # auto: a width's quality, and whether its JPEG colour was full
+
+
+class Hint(NamedTuple):
+    """Auto quality: what the last checked width of a format found."""
+
+    quality: int
+    full_chroma: bool  # a JPEG with full-resolution colour below q90
+    reached: bool  # its score reached the target (not a format's ceiling at q100)
 
 
 def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Image:
@@ -154,6 +161,11 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
                                 settings.max_widths):
                 if widths[0] < width < widths[1]:
                     made[width] = at(width)[1]
+            if any(f.predicted and hints[f.format][:2] != (f.quality, f.full_chroma)
+                   for f in made[widths[1]]):
+                # the widest end was predicted before the widths between were checked: made
+                # again at the widest checked one's quality, as every predicted width is
+                made[widths[1]] = at(widths[1])[1]
     return [file for width in sorted(made) for file in made[width]], preview
 
 
@@ -163,16 +175,18 @@ def _encode_one(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes 
     """One format of one width (``references``: the metric's, shared by a width's formats)."""
     quality, found, predicted, full = settings.quality(fmt), None, False, False
     hint = hints.get(fmt)
-    if quality == "auto" and hint is not None and _predicted(frame.image.width, settings):
-        (quality, full), predicted = hint, True  # the widest checked one's (hints stay its)
+    if quality == "auto" and hint is not None and hint.reached and \
+            _predicted(frame.image.width, settings):
+        quality, full, predicted = hint.quality, hint.full_chroma, True  # (hints stay its)
         data = encode(frame, fmt, settings, exif, quality, full_chroma=full)
     elif quality == "auto":
         # (OpenCV and the metric load only here: a worker starts sooner without)
         from imgwarm.pipeline.quality import auto_quality
 
-        picked, full = auto_quality(frame, fmt, settings, exif, hint and hint[0], references)
+        picked, full = auto_quality(frame, fmt, settings, exif, hint and hint.quality,
+                                    references)
         data, quality, found = picked.data, picked.quality, picked.score
-        hints[fmt] = (quality, full)
+        hints[fmt] = Hint(quality, full, picked.score >= settings.quality_target)
     else:
         data = encode(frame, fmt, settings, exif)
     file = file_name(slug, content_hash(data), OUTPUTS[fmt].extension, settings.hash_length)
@@ -183,7 +197,9 @@ def _encode_one(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes 
 
 def _predicted(width: int, settings: ImageSettings) -> bool:
     """Is this width's auto quality taken unchecked from the widest checked width's (given
-    one was checked)? Only past quality_check_width."""
+    one was checked, and reached the target: a width at a format's ceiling, lossy WebP's
+    q100 on a small colourful photo, says nothing of what a wider one needs, which is then
+    checked)? Only past quality_check_width."""
     return 0 < settings.quality_check_width < width
 
 

@@ -2,9 +2,9 @@
 ``auto`` quality setting), judged on decoded pixels against the resized source's.
 
 A JPEG is searched as libvips encodes it (colour at half resolution below quality 90), and
-again with full-resolution colour when the first search ends past the band at 90 or above:
-small variants of colourful photos cannot reach the target with half-resolution colour, and
-the jump to full colour at 90 overshoots it.
+again with full-resolution colour when the first search ends past the band at 90: small
+variants of colourful photos cannot reach the target with half-resolution colour, and the
+jump to full colour at 90 overshoots it.
 """
 
 from __future__ import annotations
@@ -42,11 +42,14 @@ def auto_quality(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes
             _decoded, references[flat], target=target, tolerance=tolerance, hint=start)
 
     chosen = search(False, hint)
-    if fmt != "jpeg" or chosen.quality < FULL_CHROMA or chosen.score <= target + tolerance:
+    if fmt != "jpeg" or chosen.quality != FULL_CHROMA or chosen.score <= target + tolerance \
+            or frame.hdr is not None:
         return chosen, False
-    # Half-resolution colour did not reach the target below 90, and at 90 (full colour) the
-    # score jumps past the band (5-7 points on colourful detail at small widths): the lowest
-    # full-colour quality lands in it, in fewer bytes.
+    # Half-resolution colour did not reach the target below 90 (89 was tried), and at 90 (full
+    # colour) the score jumps past the band (5-10 points on colourful detail at small
+    # widths): the lowest full-colour quality lands in it, in fewer bytes. (Past 90, the
+    # quality below was full colour already and fell short; libvips writes a JPEG with a
+    # gain map at half-resolution colour whatever it is asked.)
     full = search(True, chosen.quality - FULL_CHROMA_START)
     tries = chosen.tries + full.tries
     if full.quality >= FULL_CHROMA or full.score < target:  # the same file as chosen's

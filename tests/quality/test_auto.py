@@ -12,11 +12,14 @@ import pytest
 import pyvips
 from PIL import Image
 
+from imgwarm.cli.report import quality_lines
 from imgwarm.config import Settings
 from imgwarm.exceptions import LimitExceeded
 from imgwarm.manifest import Manifest
-from imgwarm.pipeline.encode import encode
+from imgwarm.pipeline import gainmap
+from imgwarm.pipeline.encode import Frame, encode
 from imgwarm.pipeline.optimize import optimize_file
+from imgwarm.pipeline.probe import probe
 from imgwarm.quality.ssimulacra2 import pixels, score
 from imgwarm.samples import photo
 from imgwarm.store import Stores
@@ -184,3 +187,28 @@ def test_a_small_colourful_jpeg_gets_full_colour_below_90(corpus: Path,
         assert all(layer[1:3] == (1, 1) for layer in picture.layer)  # 1x1 sampling: 4:4:4
     raw = manifest.model_dump()["variants"][0]
     assert raw["full_chroma"] is True
+    [line] = quality_lines(manifest)  # what --report-quality prints
+    assert f"q{variant.quality} 4:4:4 checked, score" in line
+
+
+def test_an_ultra_hdr_jpeg_is_not_searched_in_full_colour(corpus: Path,
+                                                          settings: Settings) -> None:
+    """libvips writes a JPEG with a gain map at half-resolution colour below q90 whatever it
+    is asked: an HDR variant is never recorded as full colour, and below q90 its file says
+    half."""
+    source = corpus / "ultra-hdr.jpg"
+    settings = auto(settings, widths="160,240,320", formats="jpeg")
+    manifest = optimize_file(source, settings=settings,
+                             stores=Stores.local(settings.store)).manifest
+    assert all(v.hdr for v in manifest.variants)
+    for variant in manifest.variants:
+        assert not variant.full_chroma
+        frame = frame_for(source, settings, manifest, variant)
+        info = probe(source.read_bytes(), source.name, settings.image)
+        assert info.gainmap is not None
+        hdr = Frame(frame.image, gainmap.for_variant(
+            info.gainmap, gainmap.prepare(info.gainmap, info.orientation), frame.image,
+            info.displayed_width, info.displayed_height))
+        asked = encode(hdr, "jpeg", settings.image, None, 85, full_chroma=True)
+        with Image.open(io.BytesIO(asked)) as picture:  # why it is not searched again
+            assert picture.layer[0][1:3] == (2, 2)  # 4:2:0, though full colour was asked

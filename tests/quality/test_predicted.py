@@ -5,6 +5,7 @@ the files written (decoded) against the resized source's pixels."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,12 @@ def test_the_command_says_checked_or_predicted(settings: Settings, tmp_path: Pat
                  "--widths", "320,640", "--quality-check-width", "320", "--report-quality",
                  env=env)
     assert done.exit_code == 0, done.stderr
-    lines = {tuple(line.split()[:2]): line.split()[2:] for line in
+    lines = {tuple(line.split()[:2]): " ".join(line.split()[2:]) for line in
              done.stdout.splitlines()[1:]}
     for fmt in ("webp", "jpeg"):
-        quality, how, *rest = lines[(fmt, "320")]
-        assert how == "checked," and rest[0] == "score" and float(rest[1]) >= TARGET
-        assert lines[(fmt, "640")] == [quality, "predicted,", "not", "scored"]
+        checked = re.fullmatch(r"(q\d+(?: 4:4:4)?) checked, score ([\d.]+)", lines[(fmt, "320")])
+        assert checked is not None and float(checked[2]) >= TARGET, lines
+        assert lines[(fmt, "640")] == f"{checked[1]} predicted, not scored"
     done = Cli()("optimize", source, "--webp-quality", "auto", "--widths", "320,640",
                  "--quality-check-width", "320", "--json", env=env)
     variants = json.loads(done.stdout)["variants"]
@@ -139,3 +140,35 @@ def test_the_command_says_checked_or_predicted(settings: Settings, tmp_path: Pat
     assert "predicted" not in webp[320] and webp[320]["score"] >= TARGET
     bad = Cli()("optimize", source, "--quality-check-width", "-1", env=env)
     assert bad.exit_code == 2 and "quality_check_width" in bad.stderr.replace("-", "_")
+
+
+def test_a_width_at_the_format_s_ceiling_is_no_prediction(corpus: Path,
+                                                          settings: Settings) -> None:
+    """Lossy WebP at 320 px cannot reach the target on a colourful photo (q100, below it):
+    the next width is then checked, not predicted at q100, and predictions come from it."""
+    source = corpus / "HMD_Nokia_8.3_5G.jpg"
+    settings = auto(settings, widths="320,640,1280", formats="webp", quality_check_width=320)
+    manifest = optimize_file(source, settings=settings,
+                             stores=Stores.local(settings.store)).manifest
+    by = {v.width: v for v in manifest.variants}
+    assert by[320].quality == 100 and by[320].score is not None and by[320].score < TARGET
+    assert not by[640].predicted and by[640].score is not None and by[640].score >= TARGET
+    assert by[1280].predicted and by[1280].quality == by[640].quality < 100
+
+
+def test_with_widths_by_bytes_the_widest_end_takes_the_widest_checked_quality(
+        corpus: Path, settings: Settings) -> None:
+    """The ladder makes its widest end before the widths between: once they are checked,
+    every predicted width, the widest end too, has the widest checked one's quality."""
+    source = corpus / "HMD_Nokia_8.3_5G.jpg"
+    settings = auto(settings, widths="320,1920", formats="jpeg", width_step_bytes="4K",
+                    quality_check_width=640)
+    manifest = optimize_file(source, settings=settings,
+                             stores=Stores.local(settings.store)).manifest
+    variants = sorted(manifest.variants, key=lambda v: v.width)
+    checked = [v for v in variants if not v.predicted]
+    predicted = [v for v in variants if v.predicted]
+    assert len(checked) >= 2 and len(predicted) >= 2 and variants[-1].predicted
+    assert all(v.width <= 640 for v in checked) and all(v.width > 640 for v in predicted)
+    widest = max(checked, key=lambda v: v.width)
+    assert {v.quality for v in predicted} == {widest.quality}
