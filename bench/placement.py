@@ -19,9 +19,18 @@ request as it comes and admit every miss. All count sizes in whole 4 KiB pages (
 takes), within the same byte budget: 1% and 5% of all variant bytes at the end of the trace.
 Reported: the object hit ratio over the hours after WARMUP (averaged over every request).
 
+With ``--trace FILE`` (issue 29), a recorded or generated trace (bench/tracegen.py) is
+replayed instead through the code ``warm`` runs (bench/replay.py: the index, the access-log
+reader, scoring and planning; no file copies), a placement every ``--interval`` seconds
+within ``--ram-budget`` bytes; ``--json`` prints its figures as one line, and ``--compare``
+puts it beside libCacheSim's policies and the hourly rate oracle (bench/baselines.py).
+
 Usage:
     .venv/bin/python bench/placement.py                     # alpha 0.8 and 1.0, 1% and 5%
     .venv/bin/python bench/placement.py --hours 24 --requests 20000
+    .venv/bin/python bench/tracegen.py trace.tsv.gz
+    .venv/bin/python bench/placement.py --trace trace.tsv.gz --ram-budget 433000000 \
+        --warmup 43200 --compare
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 from imgwarm.cache.index import Index  # noqa: E402
 from imgwarm.cache.rank import PAGE, Decay, pages  # noqa: E402
@@ -47,6 +57,7 @@ from imgwarm.config import Settings  # noqa: E402
 from imgwarm.manifest import Variant  # noqa: E402
 
 HOUR = 3600.0
+INTERVAL = 300.0  # seconds between warm runs with --trace: the compose file's WARM_EVERY
 HOT_HOURS = 6.0
 WIDTHS = ((320, 5_000, 15_000, 0.50), (640, 15_000, 40_000, 0.30),
           (1280, 100_000, 250_000, 0.15), (1920, 200_000, 400_000, 0.05))
@@ -209,16 +220,88 @@ def simulate(alpha: float, share: float, args: argparse.Namespace) -> dict[str, 
     return {name: value / counted for name, value in hits.items()}
 
 
+def trace_mode(args: argparse.Namespace) -> None:
+    """Replay a trace (bench/replay.py); with --compare, beside libCacheSim's policies and the
+    hourly rate oracle (bench/baselines.py)."""
+    from replay import TraceError, replay
+
+    settings = Settings().cache
+    changes = {name: value for name, value in (("hot_half_life", args.half_life),
+                                                ("ram_max_width", args.ram_max_width))
+               if value is not None}
+    if changes:
+        settings = settings.model_copy(update=changes)
+    if args.ram_budget is None or args.ram_budget < PAGE:
+        sys.exit(f"placement: --ram-budget BYTES is needed with --trace (at least {PAGE})")
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            found = replay(args.trace, budget=args.ram_budget, warmup=args.warmup,
+                           interval=args.interval, settings=settings, scratch=Path(folder))
+    except (TraceError, OSError) as error:
+        sys.exit(f"placement: {error}")
+    line = {k: round(v, 6) if isinstance(v, float) else v
+            for k, v in found.as_dict().items()}
+    if args.json:
+        print(json.dumps(line))
+    else:
+        print(f"imgwarm: object hit ratio {found.object_hit_ratio:.1%}, byte hit ratio "
+              f"{found.byte_hit_ratio:.1%}, {found.requests} requests counted, "
+              f"{found.placements} placements, {found.planning_seconds * 1000:.0f} ms "
+              "planning a run")
+    if args.compare:
+        compare(args, line)
+
+
+def compare(args: argparse.Namespace, ours: dict[str, Any]) -> None:
+    from baselines import LABELS, load, online, oracle
+
+    requests = load(args.trace)
+    rows = {name: (r.object_hit_ratio, r.byte_hit_ratio)
+            for name, r in online(requests, args.ram_budget, args.warmup).items()}
+    rates = args.trace.with_name(args.trace.name + ".rates.npz")
+    if rates.exists():
+        best = oracle(requests, rates, args.ram_budget, args.warmup)
+        rows["oracle"] = (best.object_hit_ratio, best.byte_hit_ratio)
+    rows["imgwarm"] = (ours["object_hit_ratio"], ours["byte_hit_ratio"])
+    print("| policy | object hit ratio | byte hit ratio |\n|---|---:|---:|")
+    for name, (obj, byte) in sorted(rows.items(), key=lambda r: -r[1][0]):
+        print(f"| {LABELS.get(name, name)} | {obj:.1%} | {byte:.1%} |")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({"trace": str(args.trace), "budget": args.ram_budget,
+                                       "rows": rows, "imgwarm": ours}, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", type=int, default=20_000)
     parser.add_argument("--uploads", type=int, default=200, help="new sources an hour")
     parser.add_argument("--hours", type=int, default=36)
-    parser.add_argument("--warmup", type=int, default=12)
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="hours not counted (synthetic: 12); with --trace, seconds "
+                        "(default 0)")
     parser.add_argument("--requests", type=int, default=40_000, help="requests an hour")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--output", type=Path, default=HERE / "results" / "placement.json")
+    parser.add_argument("--trace", type=Path, help="replay this trace (bench/replay.py)")
+    parser.add_argument("--ram-budget", type=int, metavar="BYTES",
+                        help="with --trace: the RAM tier's budget (files in whole 4 KiB pages)")
+    parser.add_argument("--interval", type=float, default=INTERVAL,
+                        help=f"with --trace: seconds between placements (default {INTERVAL:g}, "
+                        "the compose file's WARM_EVERY)")
+    parser.add_argument("--half-life", type=float, metavar="SECONDS",
+                        help="with --trace: hot_half_life (default: the setting's)")
+    parser.add_argument("--ram-max-width", type=int,
+                        help="with --trace: ram_max_width (default: the setting's)")
+    parser.add_argument("--json", action="store_true",
+                        help="with --trace: print one JSON line of the replay's figures")
+    parser.add_argument("--compare", action="store_true",
+                        help="with --trace: also libCacheSim's policies and the oracle")
     args = parser.parse_args()
+    if args.trace is not None:
+        args.warmup = args.warmup or 0.0
+        trace_mode(args)
+        return
+    args.warmup = int(args.warmup if args.warmup is not None else 12)
     results: dict[str, Any] = {}
     print("| Zipf alpha | budget | imgwarm (thumbnails only) | imgwarm (any width) | GDSF | LFU "
           "| LRU | imgwarm - LRU |")

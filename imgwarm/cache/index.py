@@ -19,13 +19,21 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from imgwarm.cache.identity import Identity
-from imgwarm.cache.rank import PAGE, PRIOR_PERCENTILE, Candidate, choose, pages
+from imgwarm.cache.rank import (
+    PAGE,
+    PRIOR_PERCENTILE,
+    SMOOTHING,
+    YOUNG_FOR,
+    Candidate,
+    Decay,
+    choose,
+    estimate,
+)
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
@@ -41,6 +49,7 @@ CREATE TABLE IF NOT EXISTS variants (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
                                  PRIMARY KEY (key, path)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refs_by_path ON refs (path);
 CREATE INDEX IF NOT EXISTS by_rank ON variants (pinned DESC, density DESC, path)
     WHERE refs > 0;
 CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs > 0;
@@ -105,6 +114,12 @@ class Index:
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(variants)")}
         if "dropped" not in columns:  # an index made before gc
             self.db.execute("ALTER TABLE variants ADD COLUMN dropped REAL")
+        if "born" not in columns:  # an index made before the age-corrected estimate: its
+            # variants count as old (NULL)
+            self.db.execute("ALTER TABLE variants ADD COLUMN born REAL")
+        self.db.execute("CREATE INDEX IF NOT EXISTS young ON variants (born) "
+                        "WHERE refs > 0 AND born IS NOT NULL")
+        self.db.create_function("imgwarm_rate", 4, estimate, deterministic=True)
         self.db.execute("BEGIN")
 
     # --- transactions: one open at a time; commit() settles and opens the next -----------------
@@ -140,10 +155,14 @@ class Index:
         return self.set_sources([(key, variants, prior)])
 
     def set_sources(self, sources: Iterable[tuple[str, list[Variant], float]],
-                    now: float | None = None) -> tuple[int, int]:
+                    now: float | None = None,
+                    born: Mapping[str, float] | None = None) -> tuple[int, int]:
         """``set_source`` for many sources at once (a statement a kind of change, not one a
         source: a first run sets tens of thousands); a key given twice takes its last. A
-        variant that loses its last reference is stamped ``now`` (gc's grace counts from it)."""
+        variant that loses its last reference is stamped ``now`` (gc's grace counts from it).
+        A new variant's age counts from its source's time in ``born`` (by key as given: when
+        its record was written); without one (a first run's listing) it counts as old."""
+        born = {self.stored(k): t for k, t in (born or {}).items()}
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
         old: dict[str, set[str]] = {key: set() for key in wanted}
         keys = list(wanted)
@@ -162,11 +181,11 @@ class Index:
         # a new variant row starts referenced (its partial indexes written once, not moved
         # by a second statement); one already there gains a reference
         self.db.executemany(
-            "INSERT INTO variants (path, format, width, bytes, refs, prior, density) "
-            f"VALUES (?, ?, ?, ?, 1, ?, {_density('0', '?', '?')}) "
+            "INSERT INTO variants (path, format, width, bytes, refs, prior, density, born) "
+            f"VALUES (?, ?, ?, ?, 1, ?, {_density('0', '?', '?')}, ?) "
             "ON CONFLICT (path) DO UPDATE SET refs = refs + 1",
-            [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes)
-             for _, v, prior in added])
+            [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes, born.get(key))
+             for key, v, prior in added])
         self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(k, v.path) for k, v, _ in added])
         self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?", dropped)
         when = time.time() if now is None else now
@@ -187,7 +206,8 @@ class Index:
     # --- scores -------------------------------------------------------------------------------
 
     def add_scores(self, weights: dict[str, float]) -> int:
-        """Add request weights to the variants at these paths; returns how many were ours."""
+        """Add request weights to the variants at these paths; returns how many were ours.
+        Their densities are those of their own score until ``rerank``."""
         before = self.db.total_changes
         self.db.executemany(
             "UPDATE variants SET score = score + ?1, "
@@ -195,6 +215,50 @@ class Index:
             "WHERE path = ?2",  # in key order: each B-tree page is visited once, not at random
             [(weights[path], path) for path in sorted(weights)])
         return self.db.total_changes - before
+
+    def rerank(self, paths: Iterable[str], *, now: float, decay: Decay) -> int:
+        """The densities of every variant of the sources of these paths (their scores moved)
+        and of the sources with a young variant (its age moved), as rank.py estimates them:
+        each variant's score corrected for its age, plus its prior, pooled over its source
+        and shared out by each variant's own score plus one request now. Returns how many
+        sources were ranked again."""
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (key TEXT PRIMARY KEY) "
+                        "WITHOUT ROWID")
+        self.db.execute("DELETE FROM touched")
+        found = sorted(set(paths))
+        for at in range(0, len(found), _IN_CHUNK):
+            chunk = found[at:at + _IN_CHUNK]
+            self.db.execute(
+                "INSERT OR IGNORE INTO touched SELECT key FROM refs "
+                f"WHERE path IN ({','.join('?' * len(chunk))})", chunk)
+        # The young: under a half-life old at every run (their estimate moves fastest), up to
+        # YOUNG_FOR half-lives once an hour (a few percent an hour then)
+        ages = 1.0
+        if now - self.meta("young_ranked", float("-inf")) >= 3600.0:
+            ages = YOUNG_FOR
+            self.remember("young_ranked", now)
+        self.db.execute(
+            "INSERT OR IGNORE INTO touched SELECT r.key FROM variants v JOIN refs r "
+            "ON r.path = v.path WHERE v.refs > 0 AND v.born IS NOT NULL AND v.born > ?",
+            (now - ages * decay.half_life,))
+        self.db.execute(
+            "UPDATE variants SET density = e.estimate / "
+            f"((max(bytes, 1) + {PAGE - 1}) / {PAGE} * {PAGE}) FROM ("
+            "  WITH base AS ("
+            "    SELECT r.key AS key, v.path AS path, v.score AS score,"
+            "           imgwarm_rate(v.score, v.born, ?1, ?2) + v.prior AS value"
+            "    FROM touched t JOIN refs r ON r.key = t.key"
+            "    JOIN variants v ON v.path = r.path WHERE v.refs > 0),"
+            "  source AS (SELECT key, sum(value) AS total, sum(score) AS score,"
+            "             count(*) AS variants FROM base GROUP BY key)"
+            "  SELECT base.path AS path,"
+            "        max(source.total * (base.score + ?3)"
+            "            / (source.score + ?3 * source.variants)) AS estimate"
+            "  FROM base JOIN source ON source.key = base.key GROUP BY base.path"
+            ") AS e WHERE variants.path = e.path",
+            (now, decay.half_life, SMOOTHING * decay(now)))
+        ranked: int = self.db.execute("SELECT count(*) FROM touched").fetchone()[0]
+        return ranked
 
     def rescale(self, factor: float) -> None:
         """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
@@ -232,13 +296,12 @@ class Index:
     # --- what each tier should hold -------------------------------------------------------------
 
     def ranked(self, max_width: int) -> Iterator[Candidate]:
-        """Variants for the RAM tier, pinned first, then by density."""
+        """Variants for the RAM tier, pinned first, then by density (rows read as taken)."""
         rows = self.db.execute(
-            "SELECT path, bytes, density, pinned, width FROM variants WHERE refs > 0 "
-            "ORDER BY pinned DESC, density DESC, path")
-        for path, size, value, pinned, width in rows:
-            if pinned or width <= max_width:
-                yield Candidate(path, size, value, pinned=bool(pinned))
+            "SELECT path, bytes, density, pinned FROM variants WHERE refs > 0 "
+            "AND (pinned = 1 OR width <= ?) ORDER BY pinned DESC, density DESC, path",
+            (max_width,))
+        return map(Candidate._make, rows)
 
     def prior(self, now_weight: float) -> float:
         """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the
@@ -248,14 +311,7 @@ class Index:
     def choose(self, budget: int, *, max_width: int, page: int) -> dict[str, int]:
         """What a tier of ``budget`` bytes should hold (path -> bytes): the pinned, then the
         densest variants up to ``max_width``, each counted in whole pages of ``page`` bytes."""
-        sizes: dict[str, int] = {}
-
-        def in_pages(candidates: Iterator[Candidate]) -> Iterator[Candidate]:
-            for candidate in candidates:
-                sizes[candidate.path] = candidate.size
-                yield replace(candidate, size=pages(candidate.size, page))
-
-        return {c.path: sizes[c.path] for c in choose(in_pages(self.ranked(max_width)), budget)}
+        return {c.path: c.size for c in choose(self.ranked(max_width), budget, page)}
 
     def held(self, tier: str) -> dict[str, int]:
         """What a tier holds or is being given: path -> bytes."""

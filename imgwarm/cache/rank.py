@@ -10,21 +10,39 @@ simulation in bench/ call these very ones).
   the score that a variant at the ``PRIOR_PERCENTILE`` of the current scores has (a busy
   variant, not the busiest), as if earned at the moment of upload: it then cools like any
   other request, and real traffic takes over within a half-life or two.
-- **Density**: value per page, ``(score + prior) / pages``, a page being the 4 KiB a file
-  takes at least on a tmpfs or a disk. The RAM tier is filled with the densest variants
-  first (Squid's GDSF and AdaptSize weigh size the same way): many small popular thumbnails
-  answer more requests from the same memory than a few large ones.
+- **Estimate**: what a variant is worth is the requests it can expect, not the ones it had.
+  A score counts a variant's requests over about a half-life, so a variant younger than that
+  has had less time to earn one: its score is divided by the share of a half-life's
+  exposure it has had, ``1 - 2 ** (-age / half_life)`` (with an age of at least AGE_FLOOR,
+  and none past YOUNG_FOR half-lives, when it is within 7%). A source's variants share its
+  popularity (a listing's thumbnail and its large view are asked for together), and one
+  variant's few requests say little alone: the estimates of a source's variants (each its
+  corrected score plus its prior) are pooled and shared out again by each variant's own
+  score plus one request now (add-one smoothing: a source with no traffic yet shares its
+  priors evenly): ``total * (score + 1) / (source score + variants)``. Measured on
+  bursty-upload traces (bench/placement.py --trace), each step moves the RAM tier toward the
+  placement by true popularity: docs/benchmarks.md.
+- **Density**: value per page, ``estimate / pages``, a page being the 4 KiB a file takes at
+  least on a tmpfs or a disk. The RAM tier is filled with the densest variants first
+  (Squid's GDSF and AdaptSize weigh size the same way): many small popular thumbnails answer
+  more requests from the same memory than a few large ones.
 - **Choice**: greedy by density within the budget; a variant that does not fit is passed
-  over and smaller ones further down may still go in.
+  over and smaller ones among the next FILL_LOOKAHEAD may still go in (the gap left is then
+  less than one file; a run reads the rows it takes, not all of them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 PRIOR_PERCENTILE = 0.9
 PAGE = 4096
+FILL_LOOKAHEAD = 1024  # candidates looked at, past the first that does not fit
+AGE_FLOOR = 600.0  # seconds: less exposure than this says no more than the prior does
+YOUNG_FOR = 4  # half-lives: past this, a score has had 94% of its exposure and stands as is
+SMOOTHING = 1.0  # requests now added to each variant's share of its source (add-one)
 REBASE_AFTER = 256.0  # half-lives past the epoch before scores are rescaled (2**256 < 1e78)
 
 
@@ -44,6 +62,17 @@ class Decay:
         return (now - self.epoch) / self.half_life > REBASE_AFTER
 
 
+def estimate(score: float, born: float | None, now: float, half_life: float) -> float:
+    """A score corrected for the exposure its variant has had (see the module's docstring);
+    ``born`` None: a variant from before ages were kept, taken as old."""
+    if born is None:
+        return score
+    age = max(now - born, AGE_FLOOR)
+    if age >= YOUNG_FOR * half_life:
+        return score
+    return score / (1.0 - float(2.0 ** (-age / half_life)))
+
+
 def pages(size: int, page: int = PAGE) -> int:
     """The bytes a file of ``size`` takes in whole pages."""
     return -(-max(1, size) // page) * page
@@ -54,23 +83,34 @@ def density(score: float, prior: float, size: int) -> float:
     return (score + prior) / pages(size)
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A variant the tier could take (a tuple: half a million are made a run)."""
+
     path: str
     size: int
     density: float
     pinned: bool = False  # named in a hot list: first, whatever its density
 
 
-def choose(candidates: Iterable[Candidate], budget: int) -> Iterator[Candidate]:
-    """Candidates, best first (pinned, then densest), taken while they fit ``budget``.
-    ``candidates`` must come in that order (warm's index gives them so)."""
-    left = budget
+def choose(candidates: Iterable[Candidate], budget: int, page: int = 1) -> Iterator[Candidate]:
+    """Candidates, best first (pinned, then densest), taken while they fit ``budget``, each
+    counted in whole pages of ``page`` bytes. ``candidates`` must come in that order (warm's
+    index gives them so). Past the first that does not fit, smaller ones may still go in,
+    looked for among the next FILL_LOOKAHEAD only: the gap left is less than one file, and a
+    run reads the rows it takes, not every row there is."""
+    left, passed = budget, -1
     for candidate in candidates:
         if candidate.density <= 0 and not candidate.pinned:
             return  # nothing with value is left: the rest of the tier stays free
-        if candidate.size <= left:
-            left -= candidate.size
+        size = -(-max(1, candidate.size) // page) * page
+        if size <= left:
+            left -= size
             yield candidate
-        if left <= 0:
+        elif passed < 0:
+            passed = 0
+        if left < page:
             return
+        if passed >= 0:
+            passed += 1
+            if passed > FILL_LOOKAHEAD:
+                return

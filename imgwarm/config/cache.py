@@ -34,13 +34,17 @@ class CacheSettings(BaseModel):
         None, description="Most bytes the NVMe tier holds (a size or a percentage of its file "
         "system); empty: every variant.")
     ram_max_width: int = Field(
-        640, ge=1, le=16383,
-        description="Widest variant the RAM tier takes (thumbnails; hot-list paths go in "
-        "whatever their width).")
+        16383, ge=1, le=16383,
+        description="Widest variant the RAM tier takes (hot-list paths go in whatever their "
+        "width). The default takes any: the ranking weighs size already, and a cap cost "
+        "2-5 points of RAM hits on bursty traces (docs: benchmarks); 640 keeps RAM for "
+        "thumbnails.")
     hot_half_life: Duration = Field(
-        Duration("24h"), gt=0,
-        description="Half-life of a request's weight in the hotness score (30m, 24h, 7d): "
-        "yesterday's hot ad cools down.")
+        Duration("4h"), gt=0,
+        description="Half-life of a request's weight in the hotness score (30m, 4h, 7d): "
+        "yesterday's hot ad cools down. 4h placed best on bursty-upload traces (a new "
+        "listing's burst halving every few hours; docs: benchmarks); 24h or more for "
+        "steady traffic.")
     access_logs: list[str] = Field(
         [], description="nginx access logs to read (comma-separated paths or globs; rotated "
         "and .gz files included): where hotness comes from.")

@@ -32,6 +32,7 @@ DOCUMENTED = ROW.findall(settings_page())
 # A valid value other than the default, as a string (how the environment gives it).
 CHANGED: dict[str, tuple[str, Any]] = {
     "widths": ("100,200", [100, 200]), "formats": ("avif,jpeg", ["avif", "jpeg"]),
+    "ram_max_width": ("640", 640),
     "source_formats": ("png,jpeg", ["jpeg", "png"]),
     "origin": ("s3", "s3"), "s3_bucket": ("photos", "photos"), "s3_prefix": ("a/b", "a/b/"),
     "s3_endpoint_url": ("http://127.0.0.1:9", "http://127.0.0.1:9"),

@@ -66,11 +66,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 def make_site(base: Settings, tmp_path: Path, ram_root: Path, count: int = 6,
               **options: object) -> Site:
-    settings = base.updated(
-        origin_root=tmp_path / "origin", manifest_root=tmp_path / "manifest",
-        nvme_root=tmp_path / "nvme", ram_root=ram_root / f"tier-{uuid.uuid4().hex[:6]}",
-        cache_state=tmp_path / "state", widths="320,640,1280", fsync=False,
-        **options)
+    """A site whose RAM tier takes thumbnails only (ram_max_width 640, unless ``options``
+    say otherwise): what most cache tests place is easier to tell apart that way."""
+    settings = base.updated(**{
+        "origin_root": tmp_path / "origin", "manifest_root": tmp_path / "manifest",
+        "nvme_root": tmp_path / "nvme", "ram_root": ram_root / f"tier-{uuid.uuid4().hex[:6]}",
+        "cache_state": tmp_path / "state", "widths": "320,640,1280", "fsync": False,
+        "ram_max_width": 640, **options})
     site = Site(settings, tmp_path, tmp_path / "sources")
     site.sources.mkdir()
     for i in range(count):

@@ -25,6 +25,7 @@ def read_access_logs(run: Run) -> None:
     report.unsafe_paths += hits.unsafe
     known = set(index.sizes(weights))
     index.add_scores({k: w for k, w in weights.items() if k in known})
+    index.rerank(known, now=run.now, decay=run.decay)
     report.log_files, report.log_lines = hits.files, hits.lines
     report.requests, report.malformed_lines = hits.counted, hits.malformed
     report.requests_to_variants = sum(counts[k] for k in known)

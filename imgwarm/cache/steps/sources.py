@@ -39,7 +39,7 @@ def read(run: Run) -> None:
                     for key, record in zip(times, found, strict=True)
                     if key_digest(key) not in damaged]
         if readable:  # the percentile reads every scored row: only when something is new
-            _set_sources(run, readable, run.index.prior(run.decay(run.now)))
+            _set_sources(run, readable, run.index.prior(run.decay(run.now)), aged=True)
     if journal is not None:
         run.index.remember("changes", fresh)
     run.commit()
@@ -74,13 +74,16 @@ def _listed(run: Run, records: Iterator[Record]) -> None:
     ahead.settle(run)
 
 
-def _set_sources(run: Run, found: Found, prior_now: float) -> None:
-    """The index set from records (None: the source is gone), each read at a time."""
+def _set_sources(run: Run, found: Found, prior_now: float, *, aged: bool = False) -> None:
+    """The index set from records (None: the source is gone), each read at a time (with
+    ``aged``, the journal's time of its change: when its variants were made, from which
+    their age counts; a listing's time says nothing of that)."""
     now = run.decay(run.now)
     added, dropped = run.index.set_sources(
-        ((key, record.variants if isinstance(record, Manifest) else [],
+        [(key, record.variants if isinstance(record, Manifest) else [],
           prior_now * run.decay(min(when, run.now)) / now)
-         for key, record, when in found), run.now)
+         for key, record, when in found], run.now,
+        born={key: min(when, run.now) for key, _, when in found} if aged else None)
     run.taken_down.update(path for _, record, _ in found if isinstance(record, Tombstone)
                           for path in record.variants)
     run.report.variants_added += added
