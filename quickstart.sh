@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install imgwarm (in .venv), optimize a folder of photos on the embedded default (variants in
 # ./var/origin, manifests in ./var/manifest; no Redis, no S3), then warm the cache tiers from
-# them (every variant in ./var/cache/nvme, the thumbnails in RAM at
+# them (every variant in ./var/cache/nvme, the hottest in RAM, thumbnails first, at
 # /dev/shm/imgwarm-<uid>/ram), and
 # write a gallery page of them with their picture tags, its pages file and the nginx config
 # that serves it all (./var/gallery); `imgwarm serve` then shows it in a browser.
