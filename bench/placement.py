@@ -237,7 +237,7 @@ def trace_mode(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as folder:
             found = replay(args.trace, budget=args.ram_budget, warmup=args.warmup,
                            interval=args.interval, settings=settings, scratch=Path(folder))
-    except (TraceError, OSError) as error:
+    except (TraceError, OSError, EOFError) as error:  # (a gzip cut short: EOFError)
         sys.exit(f"placement: {error}")
     line = {k: round(v, 6) if isinstance(v, float) else v
             for k, v in found.as_dict().items()}

@@ -77,9 +77,11 @@ def opened(path: Path) -> TextIO:
     """The trace as text: gzipped (by its magic bytes, not its name) or plain."""
     with path.open("rb") as handle:
         gzipped = handle.read(2) == b"\x1f\x8b"
+    # odd bytes kept as surrogates: a path holding them is refused by its line, not by a crash
     if gzipped:
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="\n")
-    return path.open(encoding="utf-8", newline="\n")
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8",
+                                errors="surrogateescape", newline="\n")
+    return path.open(encoding="utf-8", errors="surrogateescape", newline="\n")
 
 
 def events(path: Path) -> Iterator[Event]:
@@ -89,7 +91,7 @@ def events(path: Path) -> Iterator[Event]:
         for number, line in enumerate(lines, 1):
             try:
                 event = parse(line)
-            except (TraceError, UnicodeDecodeError) as error:
+            except TraceError as error:
                 raise TraceError(f"{path}: line {number}: {error}") from None
             if event is None:
                 continue

@@ -105,3 +105,19 @@ def test_a_bad_trace_is_named_and_nothing_is_printed(tmp_path: Path, text: str,
     done = _replay(trace, "--json")
     assert done.returncode != 0 and done.stdout == ""
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    (b"U\t0\ta\xff.webp\t4000\t320\n", "line 1: path"),  # not UTF-8
+    (b"U\t0\ta\x07.webp\t4000\t320\n", "line 1: path"),  # a control character
+    (b'U\t0\t{a}"b.webp\t4000\t320\n', "line 1: path"),  # a quote
+    (b"U\t0\ta.webp\t" + b"9" * 5000 + b"\t320\n", "line 1: over 4096 characters"),
+    (gzip.compress(TRACE.encode())[:-30], "placement:"),  # a gzip cut short
+])
+def test_a_hostile_trace_is_named_and_nothing_is_printed(tmp_path: Path, data: bytes,
+                                                         says: str) -> None:
+    trace = tmp_path / "hostile.tsv"
+    trace.write_bytes(data)
+    done = _replay(trace, "--json")
+    assert done.returncode != 0 and done.stdout == ""
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
