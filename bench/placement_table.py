@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=43_200.0)
     parser.add_argument("--interval", type=float, default=300.0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--keep", action="store_true",
+                        help="take a cell's result from its file in --folder when there")
     parser.add_argument("--folder", type=Path, default=Path("/tmp/placement-traces"))
     parser.add_argument("--output", type=Path, default=HERE / "results" / "placement_table.json")
     args = parser.parse_args()
@@ -74,8 +76,14 @@ def main() -> None:
         for share in shares:
             jobs.append((alpha, share, trace, int(size * share),
                          args.folder / f"alpha{alpha}-{share}.json"))
+    def cell(job: tuple[float, float, Path, int, Path]) -> dict[str, Any]:
+        if args.keep and job[4].exists():
+            found: dict[str, Any] = json.loads(job[4].read_text())
+            return found
+        return one(job[2], job[3], args, job[4])
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda j: one(j[2], j[3], args, j[4]), jobs))
+        results = list(pool.map(cell, jobs))
     table: dict[str, Any] = {}
     print("| alpha | RAM | " + " | ".join(NAMES[n] for n in ORDER) + " |")
     print("|---|---|" + "---:|" * len(ORDER))

@@ -11,7 +11,7 @@ The trace is gzipped (or plain) TSV in time order, one event a line:
 Every ``interval`` seconds from 0, a placement is made as one ``warm`` run makes it: the
 variants that became available since the last run are added to the index (with the prior
 of a new upload, as if earned when each came), the access log written since the last run is
-read and scored, and the RAM tier is planned within the budget (``Index.choose``, files in
+read and scored, and the RAM tier is planned within the budget (``Index.plan``, files in
 whole pages). Each request from then until the next placement is a hit when its path is
 placed. Requests before ``warmup`` are not counted. A placement at t includes the variants
 available at t and judges the requests from t on.
@@ -66,7 +66,7 @@ class Replayed:
     byte_hit_ratio: float  # bytes in whole pages
     requests: int  # counted: after the warm-up
     placements: int
-    planning_seconds: float  # a placement's Index.choose, on average
+    planning_seconds: float  # a placement's Index.plan, on average
     scoring_seconds: float  # a placement's sources and log reading, on average
 
     def as_dict(self) -> dict[str, float]:
@@ -129,7 +129,7 @@ def parse(line: str) -> Event | None:
     source = fields[5] if len(fields) == 6 else path
     if not source:
         raise TraceError("an empty source")
-    return Event("U", t, path, size, width, source)
+    return Event("U", t, path, int(size), int(width), source)
 
 
 def _number(text: str, name: str, kind: type[int] | type[float]) -> float:
@@ -188,8 +188,8 @@ def replay(trace: Path, *, budget: int, warmup: float, interval: float,
         decay = start_clock(index, settings.hot_half_life, now)
         if pending:  # the sources step: new variants with the prior, as of their upload
             prior_now = index.prior(decay(now))
-            for source, found in pending.items():  # (a source's variants: all it names)
-                known[source].extend(found)
+            for source, new in pending.items():  # (a source's variants: all it names)
+                known[source].extend(new)
             latest = {source: max(t for _, t in known[source]) for source in pending}
             index.set_sources([(source, [v for v, _ in known[source]],
                                 prior_now * decay(EPOCH + latest[source]) / decay(now))
@@ -204,10 +204,14 @@ def replay(trace: Path, *, budget: int, warmup: float, interval: float,
         index.rerank(weights, now=now, decay=decay)  # (as warm's score step)
         index.commit()
         planned = time.perf_counter()
-        chosen = index.choose(budget, max_width=settings.ram_max_width, page=PAGE)
+        place, evict = index.plan("ram", budget, max_width=settings.ram_max_width, page=PAGE)
         planning += time.perf_counter() - planned
         scoring += planned - started
-        return set(chosen)
+        index.mark("ram", evict, None)  # (as warm settles its copies and evictions)
+        index.mark("ram", place, "placed")
+        placed.difference_update(evict)
+        placed.update(place)
+        return placed
 
     try:
         for event in events(trace):

@@ -16,23 +16,26 @@ Every SQL statement on the index is in this module; rows come out as named tuple
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from imgwarm.cache.identity import Identity
 from imgwarm.cache.rank import (
+    AGE_FLOOR,
     PAGE,
     PRIOR_PERCENTILE,
-    SMOOTHING,
+    SHARE_PRIOR,
     YOUNG_FOR,
     Candidate,
     Decay,
     choose,
-    estimate,
+    class_weights,
+    measure_shares,
 )
 from imgwarm.manifest import Variant
 
@@ -50,12 +53,17 @@ CREATE TABLE IF NOT EXISTS variants (
 CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
                                  PRIMARY KEY (key, path)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS refs_by_path ON refs (path);
-CREATE INDEX IF NOT EXISTS by_rank ON variants (pinned DESC, density DESC, path)
-    WHERE refs > 0;
+DROP INDEX IF EXISTS by_rank;
+CREATE INDEX IF NOT EXISTS ranking ON variants (pinned DESC, density DESC, path, bytes, width,
+    refs, ram, nvme) WHERE refs > 0;
 CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs > 0;
 CREATE INDEX IF NOT EXISTS need_nvme ON variants (path) WHERE refs > 0 AND nvme IS NULL;
-CREATE INDEX IF NOT EXISTS in_ram ON variants (bytes) WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS on_nvme ON variants (bytes) WHERE nvme IS NOT NULL;
+DROP INDEX IF EXISTS in_ram;
+DROP INDEX IF EXISTS on_nvme;
+CREATE INDEX IF NOT EXISTS held_ram ON variants (bytes, pinned, density, width, refs, ram)
+    WHERE ram IS NOT NULL;
+CREATE INDEX IF NOT EXISTS held_nvme ON variants (bytes, pinned, density, width, refs, nvme)
+    WHERE nvme IS NOT NULL;
 CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
     WHERE nvme IN ('placing', 'evicting');
 CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
@@ -102,6 +110,24 @@ class Totals(NamedTuple):
 _ROW = "path, refs, bytes, ram, nvme"  # a Row's columns, in its order
 
 
+class Cut(NamedTuple):
+    """Where a tier's prefix of the ranking ends: the first candidate that did not fit."""
+
+    p: int  # pinned
+    d: float  # density
+    path: str
+
+
+# A candidate for a tier with a budget (rank.choose's order: pinned, then density, path), and
+# "ranked before the cut" as three ranges of the ranking index, in that order (an OR of them
+# would be a scan); from the cut on, the same the other way round
+_CANDIDATE = "refs > 0 AND (pinned = 1 OR width <= :width) AND (pinned = 1 OR density > 0)"
+_BEFORE = ("pinned > :p", "pinned = :p AND density > :d",
+           "pinned = :p AND density = :d AND path < :path")
+_FROM = ("pinned = :p AND density = :d AND path >= :path", "pinned = :p AND density < :d",
+         "pinned < :p")
+
+
 class Index:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +145,12 @@ class Index:
             self.db.execute("ALTER TABLE variants ADD COLUMN born REAL")
         self.db.execute("CREATE INDEX IF NOT EXISTS young ON variants (born) "
                         "WHERE refs > 0 AND born IS NOT NULL")
-        self.db.create_function("imgwarm_rate", 4, estimate, deterministic=True)
+        try:
+            self.db.execute("SELECT power(2, 1), log2(2)")
+        except sqlite3.OperationalError:  # an SQLite built without its math functions
+            self.db.create_function("power", 2, math.pow, deterministic=True)
+            self.db.create_function("log2", 1, math.log2, deterministic=True)
+        self.weights: dict[tuple[str, int], float] = {}  # the site's shares (rerank)
         self.db.execute("BEGIN")
 
     # --- transactions: one open at a time; commit() settles and opens the next -----------------
@@ -220,8 +251,9 @@ class Index:
         """The densities of every variant of the sources of these paths (their scores moved)
         and of the sources with a young variant (its age moved), as rank.py estimates them:
         each variant's score corrected for its age, plus its prior, pooled over its source
-        and shared out by each variant's own score plus one request now. Returns how many
-        sources were ranked again."""
+        and shared out by each variant's own score plus SHARE_PRIOR requests now spread by
+        the site's shares (measured on the sources ranked again). Returns how many sources
+        were ranked again."""
         self.db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (key TEXT PRIMARY KEY) "
                         "WITHOUT ROWID")
         self.db.execute("DELETE FROM touched")
@@ -241,24 +273,52 @@ class Index:
             "INSERT OR IGNORE INTO touched SELECT r.key FROM variants v JOIN refs r "
             "ON r.path = v.path WHERE v.refs > 0 AND v.born IS NOT NULL AND v.born > ?",
             (now - ages * decay.half_life,))
+        # each variant of those sources, with its value: its corrected score plus its prior
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS base (key TEXT, path TEXT, score REAL, "
+                        "format TEXT, class INTEGER, value REAL)")
+        self.db.execute("DELETE FROM base")
+        self.db.execute(
+            f"INSERT INTO base SELECT r.key, v.path, v.score, v.format, {_width_class('v')}, "
+            f"{_estimate('v')} + v.prior FROM touched t JOIN refs r ON r.key = t.key "
+            "JOIN variants v ON v.path = r.path WHERE v.refs > 0",
+            {"now": now, "half_life": decay.half_life})
+        self._measure(now, decay)
         self.db.execute(
             "UPDATE variants SET density = e.estimate / "
             f"((max(bytes, 1) + {PAGE - 1}) / {PAGE} * {PAGE}) FROM ("
-            "  WITH base AS ("
-            "    SELECT r.key AS key, v.path AS path, v.score AS score,"
-            "           imgwarm_rate(v.score, v.born, ?1, ?2) + v.prior AS value"
-            "    FROM touched t JOIN refs r ON r.key = t.key"
-            "    JOIN variants v ON v.path = r.path WHERE v.refs > 0),"
+            "  WITH weighed AS MATERIALIZED ("
+            "    SELECT b.key AS key, b.path AS path, b.score AS score, b.value AS value,"
+            "           coalesce(s.weight, 1.0) AS weight"
+            "    FROM base b LEFT JOIN shares s ON s.format = b.format AND s.class = b.class),"
             "  source AS (SELECT key, sum(value) AS total, sum(score) AS score,"
-            "             count(*) AS variants FROM base GROUP BY key)"
-            "  SELECT base.path AS path,"
-            "        max(source.total * (base.score + ?3)"
-            "            / (source.score + ?3 * source.variants)) AS estimate"
-            "  FROM base JOIN source ON source.key = base.key GROUP BY base.path"
-            ") AS e WHERE variants.path = e.path",
-            (now, decay.half_life, SMOOTHING * decay(now)))
+            "             sum(weight) AS weight FROM weighed GROUP BY key)"
+            "  SELECT w.path AS path,"
+            "        max(source.total * (w.score + ?1 * w.weight)"
+            "            / (source.score + ?1 * source.weight)) AS estimate"
+            "  FROM weighed w JOIN source ON source.key = w.key GROUP BY w.path"
+            ") AS e WHERE variants.path = e.path", (SHARE_PRIOR * decay(now),))
         ranked: int = self.db.execute("SELECT count(*) FROM touched").fetchone()[0]
         return ranked
+
+    def _measure(self, now: float, decay: Decay) -> None:
+        """The site's shares (rank.measure_shares) with the sources about to be re-ranked
+        (``base``), kept in the index and in the temporary table ``shares`` for rerank."""
+        kept = {(fmt, cls): (score, mean) for fmt, cls, score, mean in self.meta("classes", [])}
+        faded = 2.0 ** (-max(0.0, now - self.meta("classes_at", now)) / decay.half_life)
+        shares = measure_shares(kept, faded, self.db.execute(
+            "WITH sources AS (SELECT key, total(score) / count(*) AS mean FROM base"
+            "                 GROUP BY key HAVING count(*) >= 2)"
+            "SELECT b.format, b.class, total(b.score), total(s.mean) "
+            "FROM base b JOIN sources s ON s.key = b.key GROUP BY b.format, b.class"),
+            decay(now))
+        self.remember("classes", [[*key, *totals] for key, totals in sorted(shares.items())])
+        self.remember("classes_at", now)
+        self.weights = class_weights(shares)
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS shares (format TEXT, class INTEGER, "
+                        "weight REAL, PRIMARY KEY (format, class)) WITHOUT ROWID")
+        self.db.execute("DELETE FROM shares")
+        self.db.executemany("INSERT INTO shares VALUES (?, ?, ?)",
+                            [(fmt, cls, w) for (fmt, cls), w in self.weights.items()])
 
     def rescale(self, factor: float) -> None:
         """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
@@ -297,11 +357,15 @@ class Index:
 
     def ranked(self, max_width: int) -> Iterator[Candidate]:
         """Variants for the RAM tier, pinned first, then by density (rows read as taken)."""
-        rows = self.db.execute(
+        return map(Candidate._make, self._ranked(max_width))
+
+    def _ranked(self, max_width: int) -> Iterator[tuple[str, int, float, int]]:
+        # read from a covering index (``ranking``): in its order, without visiting the rows
+        rows: Iterator[tuple[str, int, float, int]] = self.db.execute(
             "SELECT path, bytes, density, pinned FROM variants WHERE refs > 0 "
             "AND (pinned = 1 OR width <= ?) ORDER BY pinned DESC, density DESC, path",
             (max_width,))
-        return map(Candidate._make, rows)
+        return rows
 
     def prior(self, now_weight: float) -> float:
         """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the
@@ -311,7 +375,81 @@ class Index:
     def choose(self, budget: int, *, max_width: int, page: int) -> dict[str, int]:
         """What a tier of ``budget`` bytes should hold (path -> bytes): the pinned, then the
         densest variants up to ``max_width``, each counted in whole pages of ``page`` bytes."""
-        return {c.path: c.size for c in choose(self.ranked(max_width), budget, page)}
+        rows = cast(Iterator[Candidate], self._ranked(max_width))  # (plain tuples: faster)
+        return {path: size for path, size, _, _ in choose(rows, budget, page)}
+
+    def plan(self, tier: str, budget: int, *, max_width: int, page: int
+             ) -> tuple[dict[str, int], dict[str, int]]:
+        """(what to place, what to evict), path -> bytes, for ``tier`` to hold what ``choose``
+        would choose, found without reading every row it keeps: the chosen are a prefix of
+        the ranking (up to the first candidate that does not fit: the cut) plus a few that
+        fit past it, and the cut moves little between runs. So the pages before the last
+        run's cut are summed inside SQLite, the cut is walked forward or back over the rows
+        that moved, and what the tier lacks or holds in excess is found inside SQLite too."""
+        column = _column(tier)
+        where = {"width": max_width, "page": page}
+        kept = self.meta(f"cut:{column}")
+        start = Cut(*kept) if kept else None
+        taken = self._pages_before(start, where) if start else 0
+        cut: Cut | None = None
+        if taken <= budget:  # forward from the last cut, taking while they fit
+            for path, size, density, pinned in self._from(start, where):
+                if taken + _paged(size, page) > budget:
+                    cut = Cut(pinned, density, path)
+                    break
+                taken += _paged(size, page)
+        else:  # back from it, giving up the last taken until the rest fit
+            for path, size, density, pinned in self._back_from(start, where):
+                taken -= _paged(size, page)
+                if taken <= budget:
+                    cut = Cut(pinned, density, path)
+                    break
+        self.remember(f"cut:{column}", None if cut is None else list(cut))
+        past = {} if cut is None else {  # (the cut itself is the first, which does not fit)
+            path: size for path, size, _, _ in choose(
+                cast(Iterator[Candidate], self._from(cut, where)), budget - taken, page)}
+        before = [] if cut is None else list(_BEFORE)
+        params = {**where, **({} if cut is None else cut._asdict())}
+        chosen = f"({_CANDIDATE} AND ({' OR '.join(before) or '1'}))"
+        place = dict(self.db.execute(" UNION ALL ".join(
+            f"SELECT path, bytes FROM variants WHERE {_CANDIDATE} AND {column} IS NULL "
+            f"AND {part}" for part in before or ["1"]), params))
+        evict = dict(self.db.execute(
+            f"SELECT path, bytes FROM variants INDEXED BY held_{column} "
+            f"WHERE {column} IS NOT NULL AND NOT {chosen}", params))
+        for path, row in self.states(past).items():
+            if row.state(tier) is None:
+                place[path] = row.bytes
+            evict.pop(path, None)
+        return place, evict
+
+    def _pages_before(self, cut: Cut, where: dict[str, Any]) -> int:
+        """The pages of the candidates ranked before ``cut`` (summed in SQLite, by ranges
+        of the ranking index)."""
+        return sum(self.db.execute(
+            f"SELECT total((max(bytes, 1) + :page - 1) / :page * :page) FROM variants "
+            f"WHERE {_CANDIDATE} AND {part}", {**where, **cut._asdict()}).fetchone()[0]
+            for part in _BEFORE)
+
+    def _from(self, cut: Cut | None, where: dict[str, Any]
+              ) -> Iterator[tuple[str, int, float, int]]:
+        """Candidates from ``cut`` on (all: None), in ranking order."""
+        parts = ["1"] if cut is None else list(_FROM)
+        for part in parts:
+            yield from self.db.execute(
+                f"SELECT path, bytes, density, pinned FROM variants WHERE {_CANDIDATE} AND "
+                f"{part} ORDER BY pinned DESC, density DESC, path",
+                {**where, **({} if cut is None else cut._asdict())})
+
+    def _back_from(self, cut: Cut | None, where: dict[str, Any]
+                   ) -> Iterator[tuple[str, int, float, int]]:
+        """Candidates before ``cut``, last first."""
+        if cut is None:
+            return
+        for part in reversed(_BEFORE):
+            yield from self.db.execute(
+                f"SELECT path, bytes, density, pinned FROM variants WHERE {_CANDIDATE} AND "
+                f"{part} ORDER BY pinned, density, path DESC", {**where, **cut._asdict()})
 
     def held(self, tier: str) -> dict[str, int]:
         """What a tier holds or is being given: path -> bytes."""
@@ -440,6 +578,22 @@ def _density(score: str, prior: str, size: str) -> str:
     """rank.density as an SQL expression (a Python function called for every row of a large
     update costs more than the update)."""
     return f"(({score}) + ({prior})) * 1.0 / ((max(({size}), 1) + {PAGE - 1}) / {PAGE} * {PAGE})"
+
+
+def _estimate(v: str) -> str:
+    """rank.estimate as an SQL expression of table ``v`` and :now, :half_life."""
+    age = f"max(:now - {v}.born, {AGE_FLOOR})"
+    return (f"(CASE WHEN {v}.born IS NULL OR {age} >= {YOUNG_FOR} * :half_life THEN {v}.score "
+            f"ELSE {v}.score / (1.0 - power(2.0, -{age} / :half_life)) END)")
+
+
+def _width_class(v: str) -> str:
+    """rank.width_class as an SQL expression of table ``v``."""
+    return f"CAST(round(2 * log2(max({v}.width, 1))) AS INTEGER)"
+
+
+def _paged(size: int, page: int) -> int:
+    return -(-max(1, size) // page) * page
 
 
 def _column(tier: str) -> str:

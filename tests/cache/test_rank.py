@@ -7,7 +7,19 @@ from pathlib import Path
 import pytest
 
 from imgwarm.cache.index import Index
-from imgwarm.cache.rank import AGE_FLOOR, YOUNG_FOR, Decay, choose, density, estimate, pages
+from imgwarm.cache.rank import (
+    AGE_FLOOR,
+    SHARE_PRIOR,
+    YOUNG_FOR,
+    Decay,
+    choose,
+    class_weights,
+    density,
+    estimate,
+    measure_shares,
+    pages,
+    width_class,
+)
 from imgwarm.manifest import Variant
 
 
@@ -81,29 +93,96 @@ def test_a_young_variant_s_score_is_corrected_for_the_time_it_has_had() -> None:
 
 def _source(index: Index, key: str, sizes: dict[str, int], *, born: float | None,
             prior: float = 1.0) -> None:
-    index.set_sources([(key, [Variant(format="webp", width=320, height=200, bytes=size,
-                                      path=p) for p, size in sizes.items()], prior)],
-                      born=None if born is None else {key: born})
+    """A source whose variants are named ``{key}-{width}`` (width from the name)."""
+    index.set_sources([(key, [Variant(format="webp", width=int(p.split("-")[-1]), height=200,
+                                      bytes=size, path=p) for p, size in sizes.items()],
+                        prior)], born=None if born is None else {key: born})
 
 
-def test_rerank_pools_a_source_and_shares_it_by_each_variant_s_score(tmp_path: Path) -> None:
-    """A listing with a hot thumbnail: its never-asked large view gets a share of the
-    listing's traffic (one request's worth of the total per variant, add-one), ahead of a
-    cold listing's; the thumbnail keeps most of it. Worked out: now is the epoch (a request
-    now weighs 1), both listings old (no age correction), priors 0.25 (made long ago)."""
+def test_widths_within_half_an_octave_share_a_class() -> None:
+    assert width_class(310) == width_class(320) == width_class(360)
+    assert len({width_class(w) for w in (320, 640, 1280, 1920)}) == 4
+    assert width_class(0) == width_class(1)  # (no log of 0)
+
+
+def test_the_index_computes_rank_s_width_class_and_estimate(tmp_path: Path) -> None:
+    """The index's SQL versions of width_class and estimate (a Python function called for
+    every row of a re-rank would cost more than the re-rank) agree with rank.py's."""
+    from imgwarm.cache.index import _estimate, _width_class
+
+    index = Index(tmp_path / "index.sqlite")
+    widths = list(range(1, 20_001))
+    found = index.db.execute(
+        "WITH RECURSIVE v(width) AS (SELECT 1 UNION ALL SELECT width + 1 FROM v "
+        f"WHERE width < 20000) SELECT {_width_class('v')} FROM v").fetchall()
+    assert [c for (c,) in found] == [width_class(w) for w in widths]
+    now, half_life = 1e9, 4 * 3600.0
+    for born in (None, now, now - 60, now - AGE_FLOOR, now - 3600, now - 5 * 3600,
+                 now - YOUNG_FOR * half_life + 1, now - YOUNG_FOR * half_life, now - 1e6):
+        (sql,) = index.db.execute(
+            f"SELECT {_estimate('v')} FROM (SELECT 7.5 AS score, :born AS born) AS v",
+            {"now": now, "half_life": half_life, "born": born}).fetchone()
+        assert sql == pytest.approx(estimate(7.5, born, now, half_life), rel=1e-12)
+    index.close(keep=False)
+    shares = measure_shares({("webp", 17): (1.0, 1.0)}, 0.5,
+                            [("webp", 17, 4.0, 2.0), ("webp", 21, 2.0, 4.0)], unit=2.0)
+    assert shares == {("webp", 17): (2.5, 1.5), ("webp", 21): (1.0, 2.0)}
+    assert class_weights(shares) == {("webp", 17): 2.5 / 1.5, ("webp", 21): 0.5}
+    assert class_weights({("jpeg", 17): (0.0, 0.0)}) == {}  # no traffic yet: even shares
+
+
+def test_rerank_pools_a_source_and_shares_it_as_the_site_asks(tmp_path: Path) -> None:
+    """A listing's traffic is pooled and shared out by its variants' own requests plus
+    SHARE_PRIOR requests spread by the site's shares: the thumbnails (320) have three times
+    the large views' (1280) mean score, so a listing nobody has asked for yet ranks its
+    thumbnail three times as high as its large view. Worked out: now is the epoch (a request
+    now weighs 1), the listings old (no age correction), priors 0.25 (made long ago)."""
     now = 1e9
     decay = Decay(now, 4 * 3600.0)
     index = Index(tmp_path / "index.sqlite")
     _source(index, "hot", {"hot-320": 4000, "hot-1280": 4000}, born=None, prior=0.25)
     _source(index, "cold", {"cold-320": 4000, "cold-1280": 4000}, born=None, prior=0.25)
-    index.add_scores({"hot-320": 8.0})
-    assert index.rerank(["hot-320"], now=now, decay=decay) == 1  # (no young source)
+    index.add_scores({"hot-320": 6.0, "hot-1280": 2.0})
+    assert index.rerank(["hot-320", "hot-1280", "cold-320"], now=now, decay=decay) == 2
+    # the hot listing's mean is 4: its thumbnail has 1.5 times that, its large view 0.5 (the
+    # cold one, with no traffic, says nothing of the site's shares)
+    assert index.weights == {("webp", width_class(320)): 1.5, ("webp", width_class(1280)): 0.5}
     found = dict(index.db.execute("SELECT path, density * 4096 FROM variants"))
-    total = (8 + 0.25) + (0 + 0.25)  # scores plus priors
-    assert found["hot-320"] == pytest.approx(total * (8 + 1) / (8 + 2))
-    assert found["hot-1280"] == pytest.approx(total * (0 + 1) / (8 + 2))
-    assert found["cold-320"] == found["cold-1280"] == pytest.approx(0.25)  # its prior
-    assert found["hot-1280"] > found["cold-1280"]
+    k = SHARE_PRIOR
+    total = (6 + 0.25) + (2 + 0.25)  # scores plus priors
+    assert found["hot-320"] == pytest.approx(total * (6 + k * 1.5) / (8 + k * 2))
+    assert found["hot-1280"] == pytest.approx(total * (2 + k * 0.5) / (8 + k * 2))
+    assert found["hot-320"] + found["hot-1280"] == pytest.approx(total)  # shared, not made
+    # no traffic of its own: its priors shared as the site asks
+    assert found["cold-320"] == pytest.approx(0.5 * 0.75)
+    assert found["cold-1280"] == pytest.approx(0.5 * 0.25)
+    assert found["hot-1280"] > found["cold-320"]
+
+
+def test_the_site_s_shares_follow_the_site(tmp_path: Path) -> None:
+    """Measured on the sources each run re-ranks, kept in the index between runs, older
+    measures fading with the half-life as scores do. Worked out: the epoch is ``now``."""
+    now, half_life = 1e9, 4 * 3600.0
+    decay = Decay(now, half_life)
+    index = Index(tmp_path / "index.sqlite")
+    for key in "abc":
+        _source(index, key, {f"{key}-320": 4000, f"{key}-1280": 4000}, born=None)
+    index.add_scores({"a-320": 3.0, "a-1280": 1.0})
+    index.rerank(["a-320"], now=now, decay=decay)
+    assert index.weights == {("webp", width_class(320)): 1.5, ("webp", width_class(1280)): 0.5}
+    index.add_scores({"b-320": 1.0, "b-1280": 3.0})  # a listing asked for the other way
+    index.rerank(["b-1280"], now=now, decay=decay)
+    assert index.weights == {("webp", width_class(320)): 1.0, ("webp", width_class(1280)): 1.0}
+    index.commit()
+    again = Index(tmp_path / "index.sqlite")  # a later run reads them from the index
+    later = now + 4 * half_life  # what was measured now weighs 1/16
+    again.add_scores({"c-320": 6.0, "c-1280": 2.0})
+    again.rerank(["c-320"], now=later, decay=decay)
+    # kept (4, 4) each, faded to (0.25, 0.25); c's mean 4, its scores in requests then: /16
+    assert again.weights == {("webp", width_class(320)): (0.25 + 6 / 16) / (0.25 + 4 / 16),
+                             ("webp", width_class(1280)): (0.25 + 2 / 16) / (0.25 + 4 / 16)}
+    index.close(keep=False)
+    again.close(keep=False)
 
 
 def test_rerank_takes_young_sources_whatever_was_asked(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from imgwarm.store import Stores
 from tests.support.cli import Cli
 from tests.support.logs import log_line, requests, write_log
 from tests.support.servers import clean_env, wait_for
-from tests.support.sites import Site, make_site, synthetic, thumbnails
+from tests.support.sites import Site, halves, make_site, synthetic, thumbnails
 from tests.support.tmpfs import mounted_tmpfs
 
 pytestmark = pytest.mark.slow
@@ -94,8 +94,7 @@ def test_a_rerun_with_nothing_new_copies_nothing_and_reads_no_old_line(site: Sit
 
 def test_a_changed_log_evicts_and_promotes(site: Site) -> None:
     sizes = thumbnails(site)
-    small = sorted(sizes)
-    first, second = small[: len(small) // 2], small[len(small) // 2:]
+    first, second = halves(site)
     log = site.root / "access.log"
     then = time.time() - 3 * 86400
     write_log(log, requests(dict.fromkeys(first, 20), then))
@@ -112,8 +111,7 @@ def test_a_changed_log_evicts_and_promotes(site: Site) -> None:
 
 
 def test_a_new_upload_is_placed_in_ram_before_any_request(site: Site) -> None:
-    small = sorted(thumbnails(site))
-    hot = small[: len(small) // 2]
+    hot, _ = halves(site)
     log = site.root / "access.log"
     now = time.time()
     write_log(log, requests({k: 10 + i for i, k in enumerate(hot)}, now - 3600))

@@ -113,3 +113,13 @@ def synthetic(site: Site, sources: int, per_source: int = 3, *, seed: int = 0,
 def thumbnails(site: Site, widest: int = 640) -> dict[str, int]:
     """Variant path -> bytes, of every variant at most ``widest`` wide (what RAM takes)."""
     return {v.path: v.bytes for m in site.manifests() for v in m.variants if v.width <= widest}
+
+
+def halves(site: Site, widest: int = 640) -> tuple[list[str], list[str]]:
+    """The thumbnails of the first half of the sources (by key) and of the rest: whole
+    sources, since a source's variants share its traffic in the ranking (rank.py)."""
+    manifests = sorted(site.manifests(), key=lambda m: m.key)
+    half = len(manifests) // 2
+    first, second = ([v.path for m in part for v in m.variants if v.width <= widest]
+                     for part in (manifests[:half], manifests[half:]))
+    return first, second

@@ -28,7 +28,6 @@ def plan_tier(run: Run, policy: TierPolicy) -> dict[str, int]:
     if budget is None or (not run.changed and run.index.meta(f"{policy.name}_budget") == budget):
         return {}  # nothing that ranks or bounds the tier changed: it stays as it is
     run.planned.add(policy.name)
-    held = run.index.held(policy.name)
-    chosen = run.index.choose(budget, max_width=policy.max_width, page=page)
-    evict_from(run, policy, {p: s for p, s in held.items() if p not in chosen})
-    return {p: s for p, s in chosen.items() if p not in held}
+    place, evict = run.index.plan(policy.name, budget, max_width=policy.max_width, page=page)
+    evict_from(run, policy, evict)
+    return place
