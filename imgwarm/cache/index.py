@@ -276,6 +276,9 @@ class Index:
         # each variant of those sources, with its value: its corrected score plus its prior
         self.db.execute("CREATE TEMP TABLE IF NOT EXISTS base (key TEXT, path TEXT, score REAL, "
                         "format TEXT, class INTEGER, value REAL)")
+        # (by key: the shares join a source's variants to its mean; a scan instead would be
+        # sources x variants)
+        self.db.execute("CREATE INDEX IF NOT EXISTS temp.base_by_key ON base (key)")
         self.db.execute("DELETE FROM base")
         self.db.execute(
             f"INSERT INTO base SELECT r.key, v.path, v.score, v.format, {_width_class('v')}, "
