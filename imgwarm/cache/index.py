@@ -36,6 +36,7 @@ from imgwarm.cache.rank import (
     choose,
     class_weights,
     measure_shares,
+    pages,
 )
 from imgwarm.manifest import Variant
 
@@ -397,13 +398,13 @@ class Index:
         cut: Cut | None = None
         if taken <= budget:  # forward from the last cut, taking while they fit
             for path, size, density, pinned in self._from(start, where):
-                if taken + _paged(size, page) > budget:
+                if taken + pages(size, page) > budget:
                     cut = Cut(pinned, density, path)
                     break
-                taken += _paged(size, page)
+                taken += pages(size, page)
         else:  # back from it, giving up the last taken until the rest fit
             for path, size, density, pinned in self._back_from(start, where):
-                taken -= _paged(size, page)
+                taken -= pages(size, page)
                 if taken <= budget:
                     cut = Cut(pinned, density, path)
                     break
@@ -593,10 +594,6 @@ def _estimate(v: str) -> str:
 def _width_class(v: str) -> str:
     """rank.width_class as an SQL expression of table ``v``."""
     return f"CAST(round(2 * log2(max({v}.width, 1))) AS INTEGER)"
-
-
-def _paged(size: int, page: int) -> int:
-    return -(-max(1, size) // page) * page
 
 
 def _column(tier: str) -> str:
