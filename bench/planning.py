@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             plan_s: list[float] = []
             old_s: list[float] = []
             for _ in range(args.runs):
-                index.add_scores(scores(rnd, rnd.sample(paths, args.changed)))
+                index.add_scores(scores(rnd, rnd.sample(paths, min(args.changed, len(paths)))))
                 index.commit()
                 started = time.perf_counter()
                 place, evict = index.plan("ram", budget, max_width=1 << 14, page=PAGE)
@@ -105,7 +105,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    args.budgets = [float(b) for b in args.budgets.split(",")]
+    try:
+        args.budgets = [float(b) for b in args.budgets.split(",")]
+    except ValueError:
+        parser.error(f"--budgets {args.budgets!r}: shares such as 0.01,0.05")
+    if not all(0 < b <= 1 for b in args.budgets) or args.runs < 2 or args.sources < 1 \
+            or args.changed < 0:
+        parser.error("--budgets in (0, 1], --runs at least 2 (the first is timed apart), "
+                     "--sources at least 1, --changed at least 0")
     found = run(args)
     if args.json:
         print(json.dumps(found))
@@ -117,7 +124,7 @@ def main() -> None:
         print(f"| {float(share):.0%} | {cell['plan_median_s']:.3f} s "
               f"({min(cell['plan_s']):.3f}-{max(cell['plan_s']):.3f}) | "
               f"{cell['old_median_s']:.3f} s | "
-              f"{cell['plan_median_s'] / cell['old_median_s']:.2f} | "
+              f"{cell['plan_median_s'] / max(cell['old_median_s'], 1e-9):.2f} | "
               f"{cell['first_run_s']:.2f} s |")
 
 
