@@ -61,9 +61,19 @@ CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs
 CREATE INDEX IF NOT EXISTS need_nvme ON variants (path) WHERE refs > 0 AND nvme IS NULL;
 DROP INDEX IF EXISTS in_ram;
 DROP INDEX IF EXISTS on_nvme;
-CREATE INDEX IF NOT EXISTS held_ram ON variants (bytes, pinned, density, width, refs, ram)
+DROP INDEX IF EXISTS held_ram;
+DROP INDEX IF EXISTS held_nvme;
+CREATE INDEX IF NOT EXISTS kept_ram ON variants (pinned DESC, density DESC, path, bytes, ram)
     WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS held_nvme ON variants (bytes, pinned, density, width, refs, nvme)
+CREATE INDEX IF NOT EXISTS kept_nvme ON variants (pinned DESC, density DESC, path, bytes, nvme)
+    WHERE nvme IS NOT NULL;
+CREATE INDEX IF NOT EXISTS kept_gone_ram ON variants (path, bytes, refs, ram)
+    WHERE ram IS NOT NULL AND refs = 0;
+CREATE INDEX IF NOT EXISTS kept_gone_nvme ON variants (path, bytes, refs, nvme)
+    WHERE nvme IS NOT NULL AND refs = 0;
+CREATE INDEX IF NOT EXISTS kept_wide_ram ON variants (width, pinned, path, bytes, ram)
+    WHERE ram IS NOT NULL;
+CREATE INDEX IF NOT EXISTS kept_wide_nvme ON variants (width, pinned, path, bytes, nvme)
     WHERE nvme IS NOT NULL;
 CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
     WHERE nvme IN ('placing', 'evicting');
@@ -387,73 +397,108 @@ class Index:
         """(what to place, what to evict), path -> bytes, for ``tier`` to hold what ``choose``
         would choose, found without reading every row it keeps: the chosen are a prefix of
         the ranking (up to the first candidate that does not fit: the cut) plus a few that
-        fit past it, and the cut moves little between runs. So the pages before the last
-        run's cut are summed inside SQLite, the cut is walked forward or back over the rows
-        that moved, and what the tier lacks or holds in excess is found inside SQLite too."""
+        fit past it, and the cut moves little between runs. So one pass over the prefix
+        before the last run's cut sums its pages and finds what the tier lacks of it, the cut
+        is walked forward or back over the rows that moved, and what the tier holds past the
+        new cut (or no longer as a candidate) is read from its own indexes in ranking order."""
         column = _column(tier)
         where = {"width": max_width, "page": page}
         kept = self.meta(f"cut:{column}")
         start = Cut(*kept) if kept else None
-        taken = self._pages_before(start, where) if start else 0
+        taken, place = self._before(start, where, column) if start else (0, {})
         cut: Cut | None = None
         if taken <= budget:  # forward from the last cut, taking while they fit
-            for path, size, density, pinned in self._from(start, where):
+            for path, size, density, pinned, state in self._from(start, where, column):
                 if taken + pages(size, page) > budget:
                     cut = Cut(pinned, density, path)
                     break
                 taken += pages(size, page)
+                if state is None:
+                    place[path] = size
         else:  # back from it, giving up the last taken until the rest fit
-            for path, size, density, pinned in self._back_from(start, where):
+            for path, size, density, pinned, _ in self._back_from(start, where, column):
                 taken -= pages(size, page)
+                place.pop(path, None)
                 if taken <= budget:
                     cut = Cut(pinned, density, path)
                     break
         self.remember(f"cut:{column}", None if cut is None else list(cut))
-        past = {} if cut is None else {  # (the cut itself is the first, which does not fit)
-            path: size for path, size, _, _ in choose(
-                cast(Iterator[Candidate], self._from(cut, where)), budget - taken, page)}
-        before = [] if cut is None else list(_BEFORE)
-        params = {**where, **({} if cut is None else cut._asdict())}
-        chosen = f"({_CANDIDATE} AND ({' OR '.join(before) or '1'}))"
-        place = dict(self.db.execute(" UNION ALL ".join(
-            f"SELECT path, bytes FROM variants WHERE {_CANDIDATE} AND {column} IS NULL "
-            f"AND {part}" for part in before or ["1"]), params))
-        evict = dict(self.db.execute(
-            f"SELECT path, bytes FROM variants INDEXED BY held_{column} "
-            f"WHERE {column} IS NOT NULL AND NOT {chosen}", params))
-        for path, row in self.states(past).items():
-            if row.state(tier) is None:
-                place[path] = row.bytes
-            evict.pop(path, None)
+        evict = self._kept_past(cut, where, column)
+        if cut is not None:  # (the cut itself is the first past it, which does not fit)
+            lacking: set[str] = set()
+            for path, size, _, _ in choose(self._candidates(cut, where, column, lacking),
+                                           budget - taken, page):
+                if path in lacking:
+                    place[path] = size
+                evict.pop(path, None)
         return place, evict
 
-    def _pages_before(self, cut: Cut, where: dict[str, Any]) -> int:
-        """The pages of the candidates ranked before ``cut`` (summed in SQLite, by ranges
-        of the ranking index)."""
-        return sum(self.db.execute(
-            f"SELECT total((max(bytes, 1) + :page - 1) / :page * :page) FROM variants "
-            f"WHERE {_CANDIDATE} AND {part}", {**where, **cut._asdict()}).fetchone()[0]
-            for part in _BEFORE)
+    def _candidates(self, cut: Cut, where: dict[str, Any], column: str, lacking: set[str]
+                    ) -> Iterator[Candidate]:
+        """Candidates from ``cut`` on, as rank.choose reads them (plain tuples: faster),
+        adding to ``lacking`` those the tier lacks as they are read."""
+        for path, size, density, pinned, state in self._from(cut, where, column):
+            if state is None:
+                lacking.add(path)
+            yield cast(Candidate, (path, size, density, pinned))
 
-    def _from(self, cut: Cut | None, where: dict[str, Any]
-              ) -> Iterator[tuple[str, int, float, int]]:
-        """Candidates from ``cut`` on (all: None), in ranking order."""
+    def _before(self, cut: Cut, where: dict[str, Any], column: str
+                ) -> tuple[int, dict[str, int]]:
+        """(the pages of the candidates ranked before ``cut``, those of them the tier lacks:
+        path -> bytes), in one pass over ranges of the ranking index (which covers both)."""
+        taken, lacking = 0, {}
+        for part in _BEFORE:
+            total, missing = self.db.execute(
+                f"SELECT total((max(bytes, 1) + :page - 1) / :page * :page), "
+                f"json_group_object(path, bytes) FILTER (WHERE {column} IS NULL) "
+                f"FROM variants WHERE {_CANDIDATE} AND {part}",
+                {**where, **cut._asdict()}).fetchone()
+            taken += int(total)
+            lacking.update(json.loads(missing))
+        return taken, lacking
+
+    def _kept_past(self, cut: Cut | None, where: dict[str, Any], column: str
+                   ) -> dict[str, int]:
+        """What the tier holds that is not a candidate ranked before ``cut`` (path -> bytes):
+        what it holds from the cut on (all candidates fit: what ranks after every candidate),
+        what no source references, and what is wider than the tier takes and not pinned;
+        each a range of one of the tier's own indexes."""
+        parts = list(_FROM) if cut is not None else ["pinned = 0 AND density <= 0"]
+        params = {**where, **({} if cut is None else cut._asdict())}
+        found: dict[str, int] = {}
+        for part in parts:
+            found.update(self.db.execute(
+                f"SELECT path, bytes FROM variants INDEXED BY kept_{column} "
+                f"WHERE {column} IS NOT NULL AND {part}", params))
+        found.update(self.db.execute(
+            f"SELECT path, bytes FROM variants INDEXED BY kept_gone_{column} "
+            f"WHERE {column} IS NOT NULL AND refs = 0"))
+        found.update(self.db.execute(
+            f"SELECT path, bytes FROM variants INDEXED BY kept_wide_{column} "
+            f"WHERE {column} IS NOT NULL AND width > :width AND pinned = 0", params))
+        return found
+
+    def _from(self, cut: Cut | None, where: dict[str, Any], column: str
+              ) -> Iterator[tuple[str, int, float, int, str | None]]:
+        """Candidates from ``cut`` on (all: None), in ranking order, with their state in
+        ``column``."""
         parts = ["1"] if cut is None else list(_FROM)
         for part in parts:
             yield from self.db.execute(
-                f"SELECT path, bytes, density, pinned FROM variants WHERE {_CANDIDATE} AND "
-                f"{part} ORDER BY pinned DESC, density DESC, path",
+                f"SELECT path, bytes, density, pinned, {column} FROM variants "
+                f"WHERE {_CANDIDATE} AND {part} ORDER BY pinned DESC, density DESC, path",
                 {**where, **({} if cut is None else cut._asdict())})
 
-    def _back_from(self, cut: Cut | None, where: dict[str, Any]
-                   ) -> Iterator[tuple[str, int, float, int]]:
+    def _back_from(self, cut: Cut | None, where: dict[str, Any], column: str
+                   ) -> Iterator[tuple[str, int, float, int, str | None]]:
         """Candidates before ``cut``, last first."""
         if cut is None:
             return
         for part in reversed(_BEFORE):
             yield from self.db.execute(
-                f"SELECT path, bytes, density, pinned FROM variants WHERE {_CANDIDATE} AND "
-                f"{part} ORDER BY pinned, density, path DESC", {**where, **cut._asdict()})
+                f"SELECT path, bytes, density, pinned, {column} FROM variants "
+                f"WHERE {_CANDIDATE} AND {part} ORDER BY pinned, density, path DESC",
+                {**where, **cut._asdict()})
 
     def held(self, tier: str) -> dict[str, int]:
         """What a tier holds or is being given: path -> bytes."""
