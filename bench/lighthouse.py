@@ -87,13 +87,17 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=HERE / "results" / "lighthouse.json")
     parser.add_argument("--step", default="20K",
                         help="width_step_bytes of the photos (default 20K; 0: the fixed widths)")
+    parser.add_argument("--formats", default=None,
+                        help="the photos' formats (default: imgwarm's, webp and jpeg), e.g. "
+                        "avif,webp,jpeg")
     args = parser.parse_args()
     binary = lighthouse_binary(args.node_prefix)
     folder = Path(tempfile.mkdtemp(prefix="bench-lighthouse-"))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")},
            **{f"IMGWARM_{name.upper()}": str(folder / name) for name in
               ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state")},
-           "IMGWARM_WIDTH_STEP_BYTES": args.step}
+           "IMGWARM_WIDTH_STEP_BYTES": args.step,
+           **({"IMGWARM_FORMATS": args.formats} if args.formats else {})}
     port = free_port()
     server = None
     try:
@@ -120,7 +124,8 @@ def main() -> None:
         if not os.environ.get("KEEP"):
             shutil.rmtree(folder, ignore_errors=True)
     print(f"Lighthouse on the gallery of {len(PHOTOS)} corpus photos (width_step_bytes="
-          f"{args.step}), median of {args.runs} runs each; load average "
+          f"{args.step}, formats {args.formats or 'default'}), median of {args.runs} runs "
+          "each; load average "
           f"{os.getloadavg()[0]:.2f}\n")
     print("| preset | " + " | ".join(CATEGORIES) + " | LCP | audits below 1 |")
     print("|---|" + "---:|" * (len(CATEGORIES) + 1) + "---|")

@@ -164,18 +164,20 @@ def picture(
     sizes: str = "100vw",
     alt: str | None = None,
     eager: bool = False,
+    low: bool = False,
     css_class: str | None = None,
     base_url: str = "/",
 ) -> str:
     """The ``<picture>`` tag of an optimized source (its manifest, as ``optimize`` returns
     it): AVIF and WebP ``<source>``s and a JPEG ``<img>``, every width in ``srcset``, width
-    and height set, the placeholder as its background; ``eager`` for the hero. Every string
+    and height set, the placeholder as its background; ``eager`` for the hero, ``low`` for
+    an image below the fold on small screens that large ones may show. Every string
     from the manifest is escaped; PictureError for a manifest that cannot make a safe tag,
     SettingsError for an option that cannot (named: ``sizes``, ``css_class``, ``base_url``)."""
     from imgwarm.serve.picture import picture as render
 
     return render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
-                  base_url=base_url)
+                  base_url=base_url, low=low)
 
 
 def register_jinja(environment: Any) -> None:

@@ -130,6 +130,10 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
 @click.option("--eager", is_flag=True,
               help="The hero: loading=eager, fetchpriority=high, and the format its preload "
               "Link names first (so preload and image are one request).")
+@click.option("--low", is_flag=True,
+              help="Below the fold on small screens but maybe on screen on large ones: "
+              "fetchpriority=low, so that the browser does not raise it to high when it is "
+              "on screen and its bytes wait for the LCP's.")
 @click.option("--class", "css_class", metavar="NAMES", help="class attribute of the <img>.")
 @click.option("--base-url", metavar="URL",
               help="Where the variants are served: a path from / or an http(s) URL "
@@ -142,7 +146,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
               help="One JSON object a source: key, html (and css with --csp).")
 @click.pass_context
 def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: str | None,
-            eager: bool, css_class: str | None, base_url: str | None, csp: bool,
+            eager: bool, low: bool, css_class: str | None, base_url: str | None, csp: bool,
             as_json: bool) -> None:
     """Print the <picture> tag of each SOURCE (a file that was optimized, or a manifest key):
     AVIF and WebP <source>s and a JPEG <img> with every width in srcset, width and height
@@ -159,6 +163,9 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
 
+    if eager and low:
+        raise click.UsageError("--eager and --low: the hero is loaded first, at high priority; "
+                               "give one of them")
     settings = load(ctx)
     # once, before any source: a wrong option is a usage error (SettingsError), not N failures
     base = check_options(sizes=sizes, css_class=css_class,
@@ -172,7 +179,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
                 raise ImgwarmError(f"{source}: no manifest (not optimized yet, or another "
                                    "manifest root)")
             html = render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
-                          base_url=base, csp=csp)
+                          base_url=base, csp=csp, low=low)
         except ImgwarmError as error:  # this source: the others are still printed
             failed += 1
             click.echo(failure_line("picture", error), err=True)

@@ -133,7 +133,8 @@ def write_gallery(settings: Settings, manifests: list[Manifest], folder: Path, *
         "the width its slot needs",
         hero=_item(hero, eager=True, sizes=HERO_SIZES, base=base),
         items=[_item(m, eager=False, sizes=GRID_SIZES, base=base, priority=n == largest,
-                     above_fold=n < first_screen or n == largest)
+                     above_fold=n < first_screen or n == largest,
+                     low=n >= first_screen and n != largest)
                for n, m in enumerate(rest)])
     pages = {"/": [m.key for m in manifests]}
     also = {} if largest is None else {"/": Also(rest[largest], ONE_COLUMN, GRID_SIZES)}
@@ -198,7 +199,9 @@ def _tall(manifest: Manifest, width: int) -> int:
 
 
 def _item(manifest: Manifest, *, eager: bool, sizes: str, base: str,
-          above_fold: bool = False, priority: bool = False) -> dict[str, object]:
+          above_fold: bool = False, priority: bool = False, low: bool = False
+          ) -> dict[str, object]:
     return {"tag": Markup(picture(manifest, sizes=sizes, eager=eager, base_url=base,
-                                  csp=True, above_fold=above_fold, priority=priority)),
+                                  csp=True, above_fold=above_fold, priority=priority,
+                                  low=low)),
             "caption": manifest.description or ""}

@@ -166,11 +166,16 @@ def find_manifest(stores: Stores, source: str) -> Manifest | None:
 def _page(page: str, manifest: Manifest, prefix: str, sizes: str,
           also: Also | None = None) -> Page:
     links = _links(page, manifest, None, sizes)
+    first = 0  # (the hero's usual file: pushed where push is on; most screens are not HDR)
     if also is not None:
         check_sizes(also.sizes)
-        links += _links(page, also.manifest, also.media, also.sizes)
-    # (pushed, where push is on: the hero's usual file alone; most screens are not HDR)
-    plain = ", ".join(_link(chosen, media, prefix, shown, push=n == 0 and media != HDR_MEDIA)
+        # first where it applies: a browser requests preloads in the header's order, and
+        # on those screens it is the LCP (HTTP/1.1: the first takes the page's warm
+        # connection, the next ones open their own)
+        extra = _links(page, also.manifest, also.media, also.sizes)
+        links, first = extra + links, len(extra)
+    plain = ", ".join(_link(chosen, media, prefix, shown,
+                            push=n == first and media != HDR_MEDIA)
                       for n, (chosen, media, shown) in enumerate(links))
     nopush = ", ".join(_link(chosen, media, prefix, shown, push=False)
                        for chosen, media, shown in links)

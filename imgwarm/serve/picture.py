@@ -46,7 +46,8 @@ _CLASS = re.compile(r"[A-Za-z0-9_ -]{1,200}")
 
 def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
             eager: bool = False, css_class: str | None = None, base_url: str = "/",
-            csp: bool = False, above_fold: bool = False, priority: bool = False) -> str:
+            csp: bool = False, above_fold: bool = False, priority: bool = False,
+            low: bool = False) -> str:
     """The ``<picture>`` tag of a source. ``alt`` overrides the description; ``eager`` marks
     the hero (loaded first, at high priority); ``base_url`` is where the variant paths are
     served from (``/``, ``/img/``, ``https://cdn.example.com/``); ``csp``: the placeholder as
@@ -55,8 +56,12 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     image other than the hero that may be in the first screen, loaded at once, with every
     format offered as usual; ``priority``: at high priority too, offering what a preload
     names as the hero does (the LCP, where it is not the hero: one image, or they share the
-    connection)."""
+    connection); ``low``: at low priority even when on screen (not the LCP at any layout
+    the page knows: its bytes come after the LCP's)."""
     base = check_options(sizes=sizes, css_class=css_class, base_url=base_url)
+    if low and (eager or priority):
+        raise SettingsError("low: an image loaded first at high priority (eager, priority) "
+                            "cannot be kept low too")
     by_format = _variants(manifest)
     fallback = by_format.get("jpeg") or by_format[max(by_format, key=lambda f: ORDER.index(f))]
     if eager or priority:  # (preloaded: the format the Link names, so they are one request)
@@ -88,6 +93,8 @@ def picture(manifest: Manifest, *, sizes: str = "100vw", alt: str | None = None,
     }
     if eager or priority:
         attributes["fetchpriority"] = "high"
+    elif low:  # (a browser raises an image it finds on screen to high: not this one)
+        attributes["fetchpriority"] = "low"
     rule = placeholder_rule(manifest) if csp else None
     classes = " ".join(c for c in (css_class, rule[0] if rule else None) if c)
     if classes:

@@ -406,6 +406,56 @@ def test_the_largest_image_on_the_first_screen_loads_at_once_at_high_priority(
     page.context.close()
 
 
+@pytest.mark.parametrize("view", [(390, 844, 1), (412, 823, 2), (1440, 900, 1)])
+def test_the_lcp_is_asked_for_first_and_the_rest_never_above_low(
+        browser: Any, gallery: Gallery, view: tuple[int, int, int]) -> None:
+    """What Chromium did with each image request, as its DevTools protocol reports it (the
+    priority it was sent at and every change after layout): the first image it asks for is
+    the LCP at this layout (on a phone, the grid photo's preload comes before the hero's);
+    an image marked fetchpriority=low stays Low or below even when it is on screen, where
+    Chromium would raise it to High, so its bytes wait for the LCP's (issue 27)."""
+    width, height, dpr = view
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  device_scale_factor=dpr, bypass_csp=True)
+    context.add_init_script(
+        "window.__lcp = null; new PerformanceObserver(list => { const e = list.getEntries();"
+        " window.__lcp = e[e.length - 1].element; })"
+        ".observe({type: 'largest-contentful-paint', buffered: true});")
+    page = context.new_page()
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    order: list[str] = []  # image paths, as asked for
+    path_of: dict[str, str] = {}
+    seen: dict[str, list[str]] = {}  # path -> priorities, first as sent
+
+    def sent(event: dict[str, Any]) -> None:
+        url = event["request"]["url"]
+        if event.get("type") == "Image" and url.startswith("http"):
+            path = urlsplit(url).path
+            order.append(path)
+            path_of[event["requestId"]] = path
+            seen.setdefault(path, []).append(event["request"]["initialPriority"])
+
+    def changed(event: dict[str, Any]) -> None:
+        if event["requestId"] in path_of:
+            seen[path_of[event["requestId"]]].append(event["newPriority"])
+
+    cdp.on("Network.requestWillBeSent", sent)
+    cdp.on("Network.resourceChangedPriority", changed)
+    page.goto(gallery.url, wait_until="networkidle")
+    lcp = page.evaluate("window.__lcp && new URL(window.__lcp.currentSrc).pathname")
+    images = page.evaluate("""() => [...document.images].map(img => ({
+        path: img.currentSrc && new URL(img.currentSrc).pathname, priority: img.fetchPriority,
+        shown: img.getBoundingClientRect().top < innerHeight}))""")
+    assert lcp is not None and order and order[0] == lcp, (view, order[:3], lcp)
+    low = [i for i in images if i["priority"] == "low" and i["path"] in seen]
+    if width >= 1440:  # (three columns: the grid's first row is on screen, and low)
+        assert any(i["shown"] for i in low), (view, images[:6])  # what Chromium would raise
+    for image in low:
+        assert set(seen[image["path"]]) <= {"Low", "VeryLow"}, (view, image, seen)
+    page.context.close()
+
+
 def test_the_page_is_sent_compressed(gallery: Gallery) -> None:
     """What Lighthouse's document latency insight asked: the page gzipped (the images, already
     compressed, never are)."""

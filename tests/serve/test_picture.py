@@ -96,6 +96,11 @@ def test_the_tag_offers_every_format_and_width(settings: Settings, tmp_path: Pat
     assert img["src"] in {url for url, _ in _srcset(img["srcset"])}
     assert (img["loading"], img["decoding"], img.get("fetchpriority")) == ("lazy", "async", None)
     assert img["alt"] == "Red bicycle"
+    # low: the same lazy tag, kept at low priority (never raised when on screen)
+    (low,) = Tags(picture(manifest, low=True)).named("img")
+    assert (low["loading"], low["fetchpriority"]) == ("lazy", "low")
+    with pytest.raises(SettingsError, match=r"^low: "):
+        picture(manifest, low=True, eager=True)
 
 
 def test_the_hero_offers_what_its_preload_names(settings: Settings, tmp_path: Path) -> None:
@@ -117,8 +122,9 @@ def test_the_hero_offers_what_its_preload_names(settings: Settings, tmp_path: Pa
 
 def test_the_phone_lcp_offers_what_its_own_preload_names(settings: Settings,
                                                          tmp_path: Path) -> None:
-    """A grid photo that is the LCP on phones (``priority``) is preloaded there too, after
-    the hero, for those screens only, never pushed; its tag offers what that link names."""
+    """A grid photo that is the LCP on phones (``priority``) is preloaded there too, before
+    the hero (a browser asks in the header's order), for those screens only, never pushed;
+    its tag offers what that link names."""
     settings = settings.updated(formats="avif,webp,jpeg", widths="320,640")
     hero = _optimized(settings, tmp_path)
     tall = _optimized(settings, tmp_path, "tall.jpg", size=(900, 1400), seed=3)
@@ -128,8 +134,8 @@ def test_the_phone_lcp_offers_what_its_own_preload_names(settings: Settings,
     (page,) = preloads({"/": [hero.key, tall.key]}, Stores.local(settings.store), prefix="/",
                        also={"/": Also(tall, phones, grid)})
     first, second = page.link.replace('\\"', '"').split(", <")
-    assert "nopush" not in first and "media=" not in parse_link(first)[1]
-    _, link = parse_link("<" + second)
+    assert "nopush" not in second and "media=" not in parse_link("<" + second)[1]
+    _, link = parse_link(first)
     assert (link["media"], "nopush" in link) == (phones, True)
     assert (link["type"], link["imagesrcset"], link["imagesizes"]) == (
         source["type"], source["srcset"], source["sizes"])
@@ -292,6 +298,10 @@ def test_the_picture_command(settings: Settings, tmp_path: Path) -> None:
     done = run(str(tmp_path / "bike.jpg"), str(tmp_path / "bike.jpg"), "--base-url", "ftp://x/")
     assert done.exit_code == 2 and done.stderr.count("base_url 'ftp://x/'") == 1
     assert not done.stdout  # a wrong option: nothing printed
+    img = Tags(run(str(tmp_path / "bike.jpg"), "--low").stdout).named("img")[0]
+    assert (img["loading"], img["fetchpriority"]) == ("lazy", "low")
+    done = run(str(tmp_path / "bike.jpg"), "--low", "--eager")
+    assert done.exit_code == 2 and "--eager and --low" in done.stderr and not done.stdout
 
 
 def test_gallery_and_serve_refuse_what_they_cannot_show(settings: Settings,
