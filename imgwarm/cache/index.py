@@ -416,7 +416,7 @@ class Index:
                 if state is None:
                     place[path] = size
         else:  # back from it, giving up the last taken until the rest fit
-            for path, size, density, pinned, _ in self._back_from(start, where, column):
+            for path, size, density, pinned in self._back_from(start, where):
                 taken -= pages(size, page)
                 place.pop(path, None)
                 if taken <= budget:
@@ -424,23 +424,15 @@ class Index:
                     break
         self.remember(f"cut:{column}", None if cut is None else list(cut))
         evict = self._kept_past(cut, where, column)
-        if cut is not None:  # (the cut itself is the first past it, which does not fit)
-            lacking: set[str] = set()
-            for path, size, _, _ in choose(self._candidates(cut, where, column, lacking),
-                                           budget - taken, page):
-                if path in lacking:
-                    place[path] = size
-                evict.pop(path, None)
+        past = {} if cut is None else {  # (the cut itself is the first, which does not fit)
+            path: size for path, size, _, _ in choose(
+                (cast(Candidate, row[:4]) for row in self._from(cut, where, column)),
+                budget - taken, page)}
+        for path, row in self.states(past).items():  # (a few rows)
+            if row.state(tier) is None:
+                place[path] = row.bytes
+            evict.pop(path, None)
         return place, evict
-
-    def _candidates(self, cut: Cut, where: dict[str, Any], column: str, lacking: set[str]
-                    ) -> Iterator[Candidate]:
-        """Candidates from ``cut`` on, as rank.choose reads them (plain tuples: faster),
-        adding to ``lacking`` those the tier lacks as they are read."""
-        for path, size, density, pinned, state in self._from(cut, where, column):
-            if state is None:
-                lacking.add(path)
-            yield cast(Candidate, (path, size, density, pinned))
 
     def _before(self, cut: Cut, where: dict[str, Any], column: str
                 ) -> tuple[int, dict[str, int]]:
@@ -489,16 +481,15 @@ class Index:
                 f"WHERE {_CANDIDATE} AND {part} ORDER BY pinned DESC, density DESC, path",
                 {**where, **({} if cut is None else cut._asdict())})
 
-    def _back_from(self, cut: Cut | None, where: dict[str, Any], column: str
-                   ) -> Iterator[tuple[str, int, float, int, str | None]]:
+    def _back_from(self, cut: Cut | None, where: dict[str, Any]
+                   ) -> Iterator[tuple[str, int, float, int]]:
         """Candidates before ``cut``, last first."""
         if cut is None:
             return
         for part in reversed(_BEFORE):
             yield from self.db.execute(
-                f"SELECT path, bytes, density, pinned, {column} FROM variants "
-                f"WHERE {_CANDIDATE} AND {part} ORDER BY pinned, density, path DESC",
-                {**where, **cut._asdict()})
+                f"SELECT path, bytes, density, pinned FROM variants WHERE {_CANDIDATE} AND "
+                f"{part} ORDER BY pinned, density, path DESC", {**where, **cut._asdict()})
 
     def held(self, tier: str) -> dict[str, int]:
         """What a tier holds or is being given: path -> bytes."""
