@@ -103,6 +103,8 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     else:
         for path in report.paths:
             click.echo(printable(f"{'would remove' if dry_run else 'removed'} {path}"))
+        for path in report.damaged_records:  # skipped: make its source again
+            click.echo(printable(f"damaged {path}"))
         click.echo(printable(report.line()))
     ctx.exit(EXIT_OK)
 

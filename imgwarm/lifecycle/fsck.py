@@ -34,6 +34,7 @@ from imgwarm.lifecycle.gc import STALE_CLAIM
 from imgwarm.manifest import Credits, Manifest, named, parse_record
 from imgwarm.store import Stores
 from imgwarm.store.listing import listed_times, sharded
+from imgwarm.store.manifests import sound
 from imgwarm.store.references import REFS, key_digest
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ def _names(stores: Stores, digest: str, path: str) -> bool | None:
     raw = manifests.store.read(place)
     if raw is None:
         return False
-    found = parse_record(raw)
+    found = sound(parse_record(raw))
     if found is None or key_digest(found.key) != digest:
         return None
     return path in named(found)

@@ -58,6 +58,7 @@ class GcReport:
     claims_added: int = 0  # full: markers a manifest needed and lacked
     claims_removed: int = 0  # full: markers no manifest stood behind
     damaged: int = 0  # full: records that could not be read (skipped; their claims kept)
+    damaged_records: list[str] = field(default_factory=list)  # full: theirs, in the store
     paths: list[str] = field(default_factory=list)  # what went (or would go)
     tiers: dict[str, Any] | None = None  # the cache tiers' part (cache/collect.py)
     seconds: float = 0.0
@@ -196,6 +197,7 @@ def _full_pass(stores: Stores, report: GcReport, now: float
     claims: dict[str, set[str]] = {}
     damaged = {p.stem for p in manifests.damaged}  # unread: their claims stand
     report.damaged = len(damaged)
+    report.damaged_records = sorted({str(p) for p in manifests.damaged})
     released: set[str] = set()  # variants whose last claim goes now: their grace starts now
     listed = list(references.claimed(times=times))
     reached("gc.claims_listed")

@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.exceptions import LayoutError
-from imgwarm.manifest import Manifest, Record, named, parse_record
+from imgwarm.manifest import Manifest, Record, Tombstone, named, parse_record
 from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.changes import ChangeLog
-from imgwarm.store.layout import Layout
+from imgwarm.store.layout import Layout, safe_relative
 from imgwarm.store.listing import sharded
 from imgwarm.store.local import LocalStore
 from imgwarm.store.references import References, key_digest
@@ -51,7 +51,7 @@ class ManifestStore:
         is noted in ``damaged``)."""
         path = self.key_path(key)
         raw = self.store.read(path)
-        found = parse_record(raw) if raw is not None else None
+        found = sound(parse_record(raw)) if raw is not None else None
         if raw is not None and found is None:
             self.damaged.append(path)
         return found if found is not None and found.key == key else None
@@ -133,7 +133,23 @@ class ManifestStore:
             raw = self.store.read(path)
         except LayoutError:
             return None
-        found = parse_record(raw) if raw is not None else None
+        found = sound(parse_record(raw)) if raw is not None else None
         if note and raw is not None and found is None:
             self.damaged.append(path)  # (list.append: safe from the reading threads)
         return found if found is not None and self.key_path(found.key) == path else None
+
+
+def sound(record: Record | None) -> Record | None:
+    """The record, or None when a variant path it names could leave the origin (``../x.jpg``,
+    an absolute path: written by hand or by a hostile writer). Such a record is damaged, as
+    an unparsable one is: every store-wide command counts it and goes on (its claims stand,
+    nothing is removed on its account), where the path itself would be refused midway."""
+    if record is None:
+        return None
+    paths = record.variants if isinstance(record, Tombstone) else named(record)
+    try:
+        for path in paths:
+            safe_relative(path)
+    except LayoutError:
+        return None
+    return record
