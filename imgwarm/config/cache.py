@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from imgwarm.config.group import Group
 from imgwarm.config.marks import split_csv
 from imgwarm.config.units import Budget, Duration
 
 
-class CacheSettings(BaseModel):
+class CacheSettings(Group):
     """Tier roots and budgets, hotness, and where ``warm`` keeps its index."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
+from imgwarm.config.group import Group
 from imgwarm.config.marks import (
     OUTPUT,
     OUTPUT_IF_AUTO,
@@ -22,7 +23,7 @@ from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 Quality = int | Literal["auto"]
 
 
-class ImageSettings(BaseModel):
+class ImageSettings(Group):
     """Widths, formats, qualities, limits, metadata."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from imgwarm.config.group import Group
 from imgwarm.config.units import Duration, Mebibytes, duration_text
 
 
@@ -20,7 +21,7 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:**@{host}{port}"))
 
 
-class QueueSettings(BaseModel):
+class QueueSettings(Group):
     """The broker, job limits and worker processes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from imgwarm.config.group import Group
 from imgwarm.config.marks import OUTPUT
 from imgwarm.config.units import Duration
 
 
-class StoreSettings(BaseModel):
+class StoreSettings(Group):
     """The origin: local folders or an S3 bucket; the shard layout."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)

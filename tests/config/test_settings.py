@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,38 @@ def test_digests_do_not_change_for_the_same_values_in_another_form() -> None:
         assert same.digest("output", "refusal") == plain.digest("output", "refusal"), given
     assert load_settings(max_bytes="63M").digest("output", "refusal") != \
         plain.digest("output", "refusal")
+
+
+def _no_bool_settings() -> list[str]:
+    from imgwarm.config.settings import GROUPS
+
+    def takes_bool(annotation: object) -> bool:
+        return annotation is bool or any(takes_bool(a) for a in typing.get_args(annotation))
+
+    return [name for model in GROUPS.values() for name, info in model.model_fields.items()
+            if not takes_bool(info.annotation)]
+
+
+@pytest.mark.parametrize("name", _no_bool_settings())
+def test_a_toml_boolean_is_refused_where_a_setting_takes_none(tmp_path: Path,
+                                                               name: str) -> None:
+    """TOML true/false are not numbers: pydantic's lax mode would take true for 1."""
+    config = tmp_path / "imgwarm.toml"
+    for value in ("true", "false", "[true]", "[640, true]"):
+        config.write_text(f"{name} = {value}\n")
+        with pytest.raises(SettingsError) as caught:
+            load_settings(config)
+        said = str(caught.value)
+        assert said.startswith(f"invalid setting {name} = ") and "\n" not in said, said
+        assert f"IMGWARM_{name.upper()}" in said
+
+
+def test_numbers_from_the_environment_and_options_are_still_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IMGWARM_WIDTHS", "640,320")
+    monkeypatch.setenv("IMGWARM_WORKERS", "3")
+    monkeypatch.setenv("IMGWARM_QUALITY_TARGET", "70")
+    settings = load_settings(max_widths="4", fsync="false")
+    assert settings.image.widths == [320, 640] and settings.image.workers == 3
+    assert settings.image.quality_target == 70.0 and settings.image.max_widths == 4
+    assert settings.store.fsync is False
