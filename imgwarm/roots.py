@@ -16,9 +16,55 @@ if TYPE_CHECKING:
     from imgwarm.config import Settings
 
 
+# Never a root: the file system's own top, and folders that hold the system's or everyone's
+# files (a root there would write shard folders among them, and nginx would serve them).
+SYSTEM_FOLDERS = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr",
+    "/usr/local", "/var", "/var/tmp", "/var/lib", "/var/log", "/dev/shm", "/run/shm",
+    "/var/cache"})
+# Nor anything under these: the kernel's views, devices, the system's programs and settings
+# (/dev/shm is the exception: the RAM tier's private folder is made there).
+SYSTEM_TREES = ("/proc", "/sys", "/dev", "/boot", "/etc", "/bin", "/sbin", "/lib", "/lib32",
+                "/lib64", "/libx32", "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32",
+                "/usr/lib64", "/usr/libexec", "/usr/include")
+SHARED_MEMORY = "/dev/shm/"
+
+
+def not_system(path: Path, what: str) -> None:
+    """SettingsError when ``path`` (links followed) is ``/``, a system folder, or a folder
+    under one (/etc, /usr/lib, /proc...): a root is a folder of imgwarm's own."""
+    real = os.path.realpath(path)
+    tree = next((t for t in SYSTEM_TREES if real.startswith(t + "/")), None)
+    if real.startswith(SHARED_MEMORY):
+        tree = None
+    if real == "/":
+        shown = "the whole file system (/)"
+    elif real in SYSTEM_FOLDERS:
+        shown = "a system folder" + (f" ({real})" if real != str(path) else "")
+    elif tree is not None:
+        shown = f"under a system folder ({tree})"
+    else:
+        return
+    raise SettingsError(f"{what} {path} is {shown}: a root must be a folder of imgwarm's own; "
+                        "give another path (under /srv/imgwarm, or a home folder)")
+
+
+def check_root(path: Path, what: str) -> None:
+    """SettingsError unless ``path`` can be a root: not a system folder, no folder above it
+    that another user could swap, and, when it exists, this user's and not writable by group
+    or others. Nothing is made (``make_private`` makes a missing one)."""
+    not_system(path, what)
+    check_ancestors(path, what)
+    check_private(path, what)
+
+
 def apart(folders: dict[str, Path]) -> None:
     """SettingsError when two of the named folders are one, or one holds the other (after
-    links are followed): each would take the other's files for its own."""
+    links are followed): each would take the other's files for its own. ``/`` or a system
+    folder is refused first: it holds every other folder, and is never a root."""
+    for name, folder in folders.items():
+        not_system(folder, name)
     real = {name: os.path.realpath(folder) for name, folder in folders.items()}
     for (a, path_a), (b, path_b) in itertools.combinations(real.items(), 2):
         if path_a == path_b or path_a.startswith(path_b.rstrip("/") + "/") or \
@@ -88,6 +134,7 @@ def make_private(path: Path, what: str, *, mode: int = 0o755) -> None:
     """Make ``path`` and the parents it lacks (each ``mode``, whatever the umask), checking
     the folder if it is there and every one above it: never a folder another user made or
     may write. (0755, not 0700: nginx's workers, another user, read the files.)"""
+    not_system(path, what)
     check_ancestors(path, what)
     missing: list[Path] = []
     here = Path(os.path.abspath(path))

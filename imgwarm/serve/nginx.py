@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from imgwarm.config import Settings
 from imgwarm.exceptions import NginxError, SettingsError
 from imgwarm.formats import OUTPUTS
-from imgwarm.roots import apart, stores_roots
+from imgwarm.roots import apart, check_root, not_system, stores_roots
 from imgwarm.serve.confsafe import bare, quoted, single_quoted
 from imgwarm.serve.pages import Page
 from imgwarm.store.layout import Layout
@@ -150,10 +150,19 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
     if options.pages and not snippet and options.site_root is None and options.app is None:
         raise SettingsError("pages: the pages are served by this server: give site_root "
                             "or app (or ask for a snippet, for your own server)")
+    # what nginx serves from: roots another user may write (or swap a folder above) would
+    # decide what is served under URLs cached for a year
+    served = {"the RAM tier (ram_root)": cache.ram_root,
+              "the NVMe tier (nvme_root)": cache.nvme_root}
+    if store.origin == "local":
+        served["the origin (origin_root)"] = store.origin_root
+    for name, folder in served.items():
+        check_root(folder, name)
     site: dict[str, Any] | None = None
     if options.site_root is not None:
         # never a store's folder, nor one that holds one: nginx would serve manifests, state
-        # and originals as pages
+        # and originals as pages; nor /, /etc...
+        not_system(options.site_root, "site_root")
         apart({"site_root": options.site_root, **stores_roots(settings)})
         site = {"root": _path(options.site_root, "site_root"), "only": [
             {"path": quoted(page, "site page"), "file": bare(file, "site page file", _FILE)}

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from imgwarm.exceptions import StorageError
+from imgwarm.store.local import make_folders
 
 if TYPE_CHECKING:
     from imgwarm.store.s3 import S3Store
@@ -91,7 +92,7 @@ class LocalChangeLog:
         path = self.root / f"{_hour(now)}.log"
         line = (json.dumps({"t": now, "key": key}, ensure_ascii=True) + "\n").encode()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(path.parent)  # 0755 whatever the umask, as the store's
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 os.write(fd, line)  # one write: appenders never interleave within a line

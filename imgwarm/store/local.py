@@ -25,6 +25,9 @@ from imgwarm.store.layout import join_under, safe_relative
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
 TEMP_SUFFIX = ".part"
 STALE_TEMP_SECONDS = 3600
+# Folders are made 0755 at most whatever the umask: a group or others that could write one
+# could put files where nginx serves them (the umask may still take more away).
+FOLDER_MODE = 0o755
 WALK_THREADS = 4  # measured cold and warm: more spend longer on the interpreter lock
 
 
@@ -81,6 +84,18 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def make_folders(folder: Path) -> None:
+    """``folder`` and the parents it lacks, each FOLDER_MODE (Path.mkdir makes parents with
+    the umask's mode: 0775 under a web app's usual 002, a folder its group could write)."""
+    missing = []
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for each in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(each, FOLDER_MODE)
 
 
 def _temporary(name: str) -> bool:
@@ -147,12 +162,12 @@ class LocalStore:
             if not make:
                 raise
             try:
-                os.mkdir(folder)
+                os.mkdir(folder, FOLDER_MODE)
                 made = True
-            except FileNotFoundError:  # its parent first
-                folder.parent.mkdir(parents=True, exist_ok=True)
+            except FileNotFoundError:  # its parents first
+                make_folders(folder.parent)
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(folder)
+                    os.mkdir(folder, FOLDER_MODE)
                     made = True
             except FileExistsError:  # another writer's, meanwhile
                 pass

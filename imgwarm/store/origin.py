@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from imgwarm.config import StoreSettings
 from imgwarm.exceptions import LayoutError, ObjectTooLarge, UnreadableSource, too_large
+from imgwarm.roots import check_root
 from imgwarm.store.base import Store
 from imgwarm.store.changes import LocalChangeLog
 from imgwarm.store.layout import Layout, safe_relative
@@ -37,6 +38,10 @@ class Stores:
 
     @classmethod
     def local(cls, settings: StoreSettings) -> Stores:
+        # what another user (the web app's group too) may write or swap decides what nginx
+        # serves: refused, as the tiers are; "/" or /etc would take shard folders among theirs
+        check_root(settings.origin_root, "the origin (origin_root)")
+        check_root(settings.manifest_root, "the manifest store (manifest_root)")
         layout = Layout(settings.max_dir_entries, settings.shard_levels)
         origin = LocalStore(
             settings.origin_root, max_entries=settings.max_dir_entries, fsync=settings.fsync

@@ -1,10 +1,13 @@
-"""Tier roots another local user could control are refused (a RAM root in /dev/shm squatted by
-`nobody` before imgwarm made it, a parent of theirs, one anyone may write); roots are made
-0755 under private parents; a file warm did not write is never trusted for its size."""
+"""Roots another local user could control are refused (a RAM root in /dev/shm squatted by
+`nobody` before imgwarm made it, a parent of theirs, one anyone may write; an origin its web
+app's group may write), and so are `/` and the system folders; roots are made 0755 under
+private parents, whatever the umask; a file warm did not write is never trusted for its
+size."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -18,6 +21,7 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.exceptions import SettingsError
 from tests.support import parts
 from tests.support.cli import Cli
+from tests.support.images import jpeg_with_exif, photo
 from tests.support.sites import Site, thumbnails
 
 SHM = Path("/dev/shm")
@@ -137,3 +141,73 @@ def test_a_file_swapped_on_nvme_is_not_copied_on_to_ram(site: Site) -> None:
     ram = site.settings.cache.ram_root
     for path in thumbs:
         assert (ram / path).read_bytes() == (origin / path).read_bytes(), path
+
+
+def origin_refused(tmp_path: Path, origin: Path | str, match: str) -> None:
+    """``nginx --check``, ``warm`` and ``optimize`` each refuse the origin in one line, and
+    write nothing."""
+    source = tmp_path / "one.jpg"
+    if not source.exists():
+        source.write_bytes(jpeg_with_exif(photo(300, 200), quality=85))
+    env = {"IMGWARM_ORIGIN_ROOT": str(origin), "IMGWARM_MANIFEST_ROOT": str(tmp_path / "m"),
+           "IMGWARM_NVME_ROOT": str(tmp_path / "nvme"), "IMGWARM_CACHE_STATE": str(tmp_path / "s"),
+           "IMGWARM_RAM_ROOT": str(tmp_path / "ram"), "IMGWARM_RAM_ALLOW_NON_TMPFS": "true"}
+    for args in (("nginx", "--check"), ("warm",), ("optimize", str(source))):
+        done = Cli()(*args, env=env)
+        said = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+        assert done.exit_code == 2 and "Traceback" not in done.stderr, (args, done.stderr)
+        assert len(said) == 1 and re.search(match, said[0]), (args, said)
+        assert "origin_root" in said[0]
+    assert not (tmp_path / "m").exists()
+
+
+def test_an_origin_others_may_write_is_refused(tmp_path: Path) -> None:
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    for mode in (0o777, 0o775):  # anyone; the web app's group (it writes originals there)
+        origin.chmod(mode)
+        origin_refused(tmp_path, origin, rf"writable by group or others .*chmod go-w {origin}")
+    assert not any(origin.iterdir())
+
+
+def test_an_origin_of_another_user_is_refused(tmp_path: Path) -> None:
+    parts.root("making a folder another user's")
+    origin = tmp_path / "origin"
+    origin.mkdir(mode=0o755)
+    os.chown(origin, 65534, 65534)
+    origin_refused(tmp_path, origin, "owned by uid 65534")
+
+
+@pytest.mark.parametrize(("origin", "said"), [
+    ("/", r"the whole file system"), ("/etc", "a system folder"), ("/usr", "a system folder"),
+    ("/proc/self", r"under a system folder \(/proc\)"),
+    ("/usr/lib/imgwarm", r"under a system folder \(/usr/lib\)"),
+])
+def test_the_system_folders_are_never_a_root(tmp_path: Path, origin: str, said: str) -> None:
+    before = set(os.listdir("/"))
+    origin_refused(tmp_path, origin, said)
+    assert set(os.listdir("/")) == before  # no shard folder made in /
+    from imgwarm.cache.tiers import Tiers
+
+    with pytest.raises(SettingsError, match="system folder"):  # nor any other root
+        Tiers.open(tmp_path / "ram", Path("/etc/imgwarm-nvme"), max_entries=255,
+                   allow_non_tmpfs=True)
+
+
+def test_folders_made_under_a_group_umask_are_not_group_writable(tmp_path: Path) -> None:
+    """A web app's usual umask (002) must not make the origin's folders group-writable: the
+    next run would refuse the root, and the group could put files where nginx serves."""
+    source = tmp_path / "one.jpg"
+    source.write_bytes(jpeg_with_exif(photo(300, 200), quality=85))
+    env = {"IMGWARM_ORIGIN_ROOT": str(tmp_path / "var" / "origin"),
+           "IMGWARM_MANIFEST_ROOT": str(tmp_path / "var" / "manifest")}
+    previous = os.umask(0o002)
+    try:
+        for _ in range(2):  # the second run takes the folders the first made
+            done = Cli()("optimize", str(source), env=env)
+            assert done.exit_code == 0, done.stderr
+    finally:
+        os.umask(previous)
+    for folder in [tmp_path / "var", *(tmp_path / "var").rglob("*")]:
+        if folder.is_dir():
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o755, folder

@@ -278,10 +278,14 @@ def test_a_refusal_never_shows_the_file_content(run_cli: Cli, tmp_path: Path) ->
 def test_an_output_error_names_the_source(run_cli: Cli, tmp_path: Path) -> None:
     source = tmp_path / "one.jpg"
     source.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
-    result = run_cli("optimize", "--origin-root", "/dev/null", source)
+    origin = tmp_path / "origin"  # every top shard folder's name taken by a file
+    origin.mkdir()
+    for top in range(256):
+        (origin / f"{top:02x}").touch()
+    result = run_cli("optimize", "--origin-root", origin, source)
     assert result.exit_code == 1
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("FAILED")]
-    assert line.startswith(f"FAILED {source}: cannot write /dev/null/")
+    assert line.startswith(f"FAILED {source}: cannot write {origin}/")
 
 
 @pytest.mark.parametrize(("option", "value", "said"), [
