@@ -84,10 +84,11 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
     from imgwarm.serve.written import write_whole
     from imgwarm.store import Stores
 
-    settings = load(ctx)
+    # --image-prefix is the setting: loaded as one, so that its rules apply (no "..")
+    settings = load(ctx, image_prefix=options.pop("image_prefix"))
     if snippet and out is None:
         raise click.UsageError("--snippet writes two files: give --out FOLDER")
-    prefix = image_prefix(settings, options["image_prefix"])
+    prefix = image_prefix(settings, None)
     found = preloads(read_pages(pages), Stores.for_settings(settings.store),
                      prefix=prefix, sizes=sizes) if pages is not None else []
     if options["push"]:
@@ -96,7 +97,7 @@ def nginx(ctx: click.Context, /, pages: Path | None, snippet: bool, check: bool,
         raise click.UsageError("--hsts and --no-hsts: one or the other")
     config = render(settings, NginxOptions(
         listen=options["listen"], server_name=options["server_name"],
-        image_prefix=options["image_prefix"], site_root=options["site_root"],
+        site_root=options["site_root"],
         app=options["app"], tls_cert=options["tls_cert"], tls_key=options["tls_key"],
         hsts=None if options["no_hsts"] else (
             HSTS_MAX_AGE if options["hsts"] is None else options["hsts"]),

@@ -135,8 +135,10 @@ def render(settings: Settings, options: NginxOptions, *, snippet: bool = False) 
 
 
 def image_prefix(settings: Settings, given: str | None) -> str:
-    """The URL path the variants are served under (``given``, else the setting)."""
-    prefix = given or settings.cache.image_prefix
+    """The URL path the variants are served under (``given``, else the setting). A given one
+    is the setting's value too: checked by its rules (no ``..``), in its words."""
+    prefix = settings.updated(image_prefix=given).cache.image_prefix if given else \
+        settings.cache.image_prefix
     if not (prefix.startswith("/") and prefix.endswith("/")):
         raise SettingsError(f"image_prefix {prefix!r} must start and end with /")
     return bare(prefix, "image_prefix", r"[A-Za-z0-9._~/-]+")  # as nginx decodes it: no %

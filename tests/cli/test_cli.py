@@ -323,3 +323,22 @@ def test_an_output_that_is_not_utf8_gets_escapes_not_a_crash(tmp_path: Path) -> 
     human = subprocess.run([str(exe), "optimize", str(folder)], cwd=tmp_path,
                            capture_output=True, env=env, check=False)
     assert human.returncode == 0 and b"\\u041a\\u0456\\u0442.jpg" in human.stdout
+
+
+@pytest.mark.parametrize("prefix", ["/../", "/img/../", "/./", "/a/./b/"])
+def test_an_unsafe_image_prefix_option_is_refused_as_the_setting_is(
+        run_cli: Cli, tmp_path: Path, prefix: str) -> None:
+    from imgwarm.config import load_settings
+    from imgwarm.exceptions import SettingsError
+    from imgwarm.serve.nginx import NginxOptions, render
+
+    out = tmp_path / "imgwarm.conf"
+    by_option = run_cli("nginx", "--image-prefix", prefix, "--out", out)
+    by_setting = run_cli("nginx", "--out", out, env={"IMGWARM_IMAGE_PREFIX": prefix})
+    for done in (by_option, by_setting):
+        said = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+        assert done.exit_code == 2 and len(said) == 1, done.stderr
+        assert said[0].startswith("Error: invalid setting image_prefix") and "'..'" in said[0]
+    assert not out.exists()
+    with pytest.raises(SettingsError, match="invalid setting image_prefix"):  # the library too
+        render(load_settings(), NginxOptions(image_prefix=prefix))
