@@ -8,6 +8,7 @@
 #   ./quickstart.sh             sample photos that imgwarm synthesizes itself
 #   ./quickstart.sh ~/Pictures  your own photos (the folder is searched recursively)
 set -euo pipefail
+umask 022  # the roots it makes are checked: not writable by group or others
 source_dir=${1:-}
 if [ -n "$source_dir" ]; then
     source_dir=$(cd "$source_dir" && pwd)

@@ -13,6 +13,7 @@ import piexif
 import pyvips
 
 from imgwarm.manifest import Credits
+from imgwarm.store.local import make_folders
 
 
 def photo(width: int, height: int, seed: int = 0) -> pyvips.Image:
@@ -70,7 +71,9 @@ def jpeg_with_exif(
 
 def write_samples(folder: Path) -> list[Path]:
     """A small mixed batch of sample photos in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
+    # 0755 whatever the umask: the quickstart's var/ holds the roots, which refuse a folder
+    # above them that a group may write
+    make_folders(folder)
     made: list[Path] = []
     credits = Credits(
         description="Червоний велосипед на київській вулиці",
