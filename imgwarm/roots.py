@@ -50,13 +50,15 @@ def not_system(path: Path, what: str) -> None:
                         "give another path (under /srv/imgwarm, or a home folder)")
 
 
-def check_root(path: Path, what: str) -> None:
+def check_root(path: Path, what: str, *, any_owner: bool = False) -> None:
     """SettingsError unless ``path`` can be a root: not a system folder, no folder above it
     that another user could swap, and, when it exists, this user's and not writable by group
-    or others. Nothing is made (``make_private`` makes a missing one)."""
+    or others. Nothing is made (``make_private`` makes a missing one). ``any_owner``: whoever
+    owns it and the folders above (root writing the config of a service that runs as another
+    user); what group or others may write is still refused."""
     not_system(path, what)
-    check_ancestors(path, what)
-    check_private(path, what)
+    check_ancestors(path, what, any_owner=any_owner)
+    check_private(path, what, any_owner=any_owner)
 
 
 def apart(folders: dict[str, Path]) -> None:
@@ -84,9 +86,10 @@ def stores_roots(settings: Settings) -> dict[str, Path]:
     return found
 
 
-def check_private(path: Path, what: str) -> None:
-    """SettingsError unless ``path`` (when it exists) is a real folder owned by this user and
-    not writable by group or others. Checked without following a link."""
+def check_private(path: Path, what: str, *, any_owner: bool = False) -> None:
+    """SettingsError unless ``path`` (when it exists) is a real folder owned by this user
+    (any user: ``any_owner``) and not writable by group or others. Checked without following
+    a link."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -98,7 +101,7 @@ def check_private(path: Path, what: str) -> None:
         raise SettingsError(f"{what} {path} is not a folder but a "
                             f"{'link' if stat.S_ISLNK(info.st_mode) else 'file'}: remove it, "
                             "or give another path")
-    if info.st_uid != uid:
+    if info.st_uid != uid and not any_owner:
         raise SettingsError(
             f"{what} {path} is owned by uid {info.st_uid}, not by this user ({uid}): another "
             f"user made it and could decide what is served; remove it (rm -rf {path}) or "
@@ -110,7 +113,7 @@ def check_private(path: Path, what: str) -> None:
             f"chmod go-w {path}")
 
 
-def check_ancestors(path: Path, what: str) -> None:
+def check_ancestors(path: Path, what: str, *, any_owner: bool = False) -> None:
     """SettingsError when a folder above ``path`` could let another user swap it: each must be
     this user's or root's, and writable by group or others only with the sticky bit (as /tmp
     and /dev/shm are: there only an entry's owner may rename or remove it)."""
@@ -121,11 +124,12 @@ def check_ancestors(path: Path, what: str) -> None:
         except OSError:
             continue
         open_to_others = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if info.st_uid not in (uid, 0) or (open_to_others and not info.st_mode & stat.S_ISVTX):
+        foreign = info.st_uid not in (uid, 0) and not any_owner
+        if foreign or (open_to_others and not info.st_mode & stat.S_ISVTX):
             raise SettingsError(
                 f"{what} {path}: the folder {folder} above it is "
-                + (f"owned by uid {info.st_uid}" if info.st_uid not in (uid, 0) else
-                   f"writable by others (mode {stat.S_IMODE(info.st_mode):04o})")
+                + (f"owned by uid {info.st_uid}" if foreign else
+                   f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})")
                 + ": another user could replace what is served; use a folder of your own "
                 "(or root's) that only you can write")
 

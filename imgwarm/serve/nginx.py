@@ -9,6 +9,7 @@ user's own ``server``. Every value from outside passes through ``confsafe``.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -158,8 +159,8 @@ def _values(settings: Settings, options: NginxOptions, *, snippet: bool) -> dict
               "the NVMe tier (nvme_root)": cache.nvme_root}
     if store.origin == "local":
         served["the origin (origin_root)"] = store.origin_root
-    for name, folder in served.items():
-        check_root(folder, name)
+    for name, folder in served.items():  # (root writes the config of a service that runs
+        check_root(folder, name, any_owner=os.geteuid() == 0)  # as the roots' owner)
     site: dict[str, Any] | None = None
     if options.site_root is not None:
         # never a store's folder, nor one that holds one: nginx would serve manifests, state
