@@ -58,9 +58,13 @@ class InProcess:
     """The pixel work in the calling process (the Python API, a queue worker's job)."""
 
     def make(self, data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
-        from imgwarm.pipeline import make
+        from imgwarm.pipeline import make, worker
 
-        return make.make(data, name, settings, given)
+        if not worker.capturing():
+            return make.make(data, name, settings, given)
+        worker.printed_since()  # what came before is no source's
+        made = make.make(data, name, settings, given)
+        return worker.noted(made, worker.printed_since())
 
     def preview(self, data: bytes, name: str, settings: ImageSettings) -> Placeholder:
         from imgwarm.pipeline import make

@@ -5,7 +5,8 @@ Its stdout and stderr are a file of its own (unlinked, created by the caller), n
 caller's: libultrahdr, for one, prints XML parse errors with text from the file to fd 1, which
 would land in ``optimize --json``'s output and on the terminal. What a job printed is read back
 after the job and becomes one warning of the source; what a crashed worker printed last (glibc's
-"double free", say) is read by the caller and said with the crash.
+"double free", say) is read by the caller and said with the crash. A Celery pool process, which
+also makes one source at a time, captures its fd 1 alike (``capture_stdout``).
 
 A worker ends with its caller: when the caller is gone (SIGKILL, an unhandled SIGTERM) its end
 of the socket closes, and a thread that waits for exactly that ends the worker at once, even in
@@ -27,10 +28,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imgwarm import exceptions
 from imgwarm.text import decode_mixed, printable
+
+if TYPE_CHECKING:
+    from imgwarm.pipeline.made import Made
 
 _START = "import sys; from imgwarm.pipeline.worker import serve; serve(*map(int, sys.argv[1:]))"
 START_TIMEOUT = 120.0  # seconds a new worker may take to be ready (imports, on a busy machine)
@@ -173,9 +177,10 @@ def _end_with_caller(fd: int) -> None:
     os._exit(0)
 
 
-def _printed_since() -> bytes:
-    """What this process printed (fd 1 and 2: one file) since the last call, which empties
-    it. C stdio buffers a file's writes: flushed first, or a line would come a job late."""
+def printed_since() -> bytes:
+    """What this process printed to fd 1 (in a worker, fd 2 too: one file) since the last
+    call, which empties it. C stdio buffers a file's writes: flushed first, or a line would
+    come a job late."""
     ctypes.CDLL(None).fflush(None)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -188,16 +193,29 @@ def _printed_since() -> bytes:
     return raw
 
 
-def _with_printed(answer: tuple[str, Any], raw: bytes) -> tuple[str, Any]:
-    """A made source with what native code printed while making it as one more warning."""
-    from imgwarm.pipeline.made import Made
-
-    kind, value = answer
+def noted(made: Made, raw: bytes) -> Made:
+    """``made`` with what native code printed while making it as one more warning."""
     text = shown(raw)
-    if kind != "value" or not isinstance(value, Made) or not text:
-        return answer
-    warning = f"a library printed while reading it: {text}"
-    return kind, replace(value, warnings=[*value.warnings, warning])
+    if not text:
+        return made
+    return replace(made, warnings=[*made.warnings,
+                                   f"a library printed while reading it: {text}"])
+
+
+_CAPTURING: list[bool] = []
+
+
+def capture_stdout() -> None:
+    """Make this process's fd 1 a file of its own, read back after each source made here
+    (``InProcess``): for a Celery pool process, which makes one source at a time and whose
+    fd 1 is the worker's log. Its fd 2 stays: Celery logs there."""
+    with tempfile.TemporaryFile() as own:
+        os.dup2(own.fileno(), 1)
+    _CAPTURING.append(True)
+
+
+def capturing() -> bool:
+    return bool(_CAPTURING)
 
 
 def serve(fd: int, parallel: int) -> None:
@@ -206,11 +224,12 @@ def serve(fd: int, parallel: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
     threading.Thread(target=_end_with_caller, args=(fd,), daemon=True).start()
     from imgwarm.pipeline import make
+    from imgwarm.pipeline.made import Made
     from imgwarm.pipeline.vipsutil import configure_libvips
 
     configure_libvips(parallel)
     steps: dict[str, Callable[..., Any]] = {"make": make.make, "preview": make.preview}
-    _printed_since()  # what starting printed is no source's
+    printed_since()  # what starting printed is no source's
     _send(conn, ("ready",))
     while True:
         try:
@@ -226,7 +245,10 @@ def serve(fd: int, parallel: int) -> None:
             answer: tuple[str, Any] = ("value", steps[kind](*arguments))
         except Exception as error:
             answer = ("raise", _portable(error))
-        _send(conn, _with_printed(answer, _printed_since()))
+        printed = printed_since()
+        if isinstance(answer[1], Made):
+            answer = ("value", noted(answer[1], printed))
+        _send(conn, answer)
 
 
 def _send(conn: Connection, message: tuple[str, Any] | tuple[str]) -> None:

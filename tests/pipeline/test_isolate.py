@@ -232,3 +232,37 @@ def test_a_job_past_its_deadline_is_stopped_and_the_batch_goes_on(tmp_path: Path
                     cgroup.rmdir()
                 except OSError:
                     time.sleep(0.1)
+
+
+def test_a_crash_is_reported_with_the_last_line_its_process_printed() -> None:
+    """What glibc prints as it aborts (``free(): invalid pointer``) goes to the worker's own
+    stderr, a file: the crash's line says it, escaped."""
+    with Isolated(1) as pixels:
+        pixels.make(bytes(photo(64, 48).jpegsave_buffer()), "ready.jpg", Settings().image,
+                    Credits())
+        (worker,) = pixels.pids()
+        with open(f"/proc/{worker}/fd/2", "ab") as stderr:  # as the C library would write
+            stderr.write(b"some noise\nfree(): invalid pointer \x1b[2J\n")
+        os.kill(worker, signal.SIGSTOP)
+        threading.Timer(0.3, _abort, [worker]).start()
+        with pytest.raises(DecoderCrashed) as crashed:
+            pixels.make(b"\xff\xd8" * 10, "x.jpg", Settings().image, Credits())
+        assert str(crashed.value) == ("x.jpg: the decoder crashed on this file (signal 6, "
+                                      "SIGABRT); it printed: free(): invalid pointer \\x1b[2J")
+
+
+def test_while_a_worker_lives_a_slot_that_cannot_start_one_costs_no_source(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers, one killed and not replaceable: its slot is given up, and every source is
+    made by the other."""
+    settings = Settings().image
+    good = bytes(photo(200, 150).jpegsave_buffer())
+    with Isolated(2) as pixels:
+        first, second = pixels.pids()
+        os.kill(first, signal.SIGKILL)
+        while not ended(first):
+            time.sleep(0.01)
+        monkeypatch.setattr(sys, "executable", "/nonexistent/python3")
+        for i in range(4):  # one of them takes the dead worker's slot first
+            assert pixels.make(good, f"{i}.jpg", settings, Credits()).width == 200
+        assert pixels.pids() == [second]
