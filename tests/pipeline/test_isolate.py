@@ -189,7 +189,7 @@ def test_a_job_past_its_deadline_is_stopped_and_the_batch_goes_on(tmp_path: Path
     budget_file = temp / f"imgwarm-{os.getuid()}" / "memory"
     budget_file.parent.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
-    env |= {"TMPDIR": str(temp), "IMGWARM_MAX_MEMORY": str(BUDGET), "IMGWARM_JOB_TIMEOUT": "2"}
+    env |= {"TMPDIR": str(temp), "IMGWARM_MAX_MEMORY": str(BUDGET), "IMGWARM_JOB_TIMEOUT": "5"}
     run = None
     try:
         with MemoryBudget(BUDGET, path=budget_file).reserve(BUDGET):
@@ -207,7 +207,7 @@ def test_a_job_past_its_deadline_is_stopped_and_the_batch_goes_on(tmp_path: Path
                 (cgroup / "pids.max").write_text("1")  # no new process, no new thread
             (first,) = lines(run, 1, timeout=60)
             assert first == {"source": str(files[0]), "ok": False, "error":
-                             f"{files[0]}: took longer than 2s (job_timeout): its process "
+                             f"{files[0]}: took longer than 5s (job_timeout): its process "
                              "was stopped"}
             if limit_pids:
                 (second,) = lines(run, 1, timeout=30)
