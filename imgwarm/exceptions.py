@@ -18,6 +18,8 @@ ImgwarmError                      exit 1  the base: anything not said below
 │   ├── LimitExceeded                     file size or pixel count over the limit (the header)
 │   ├── CorruptImage                      header or pixel data damaged, or an unsupported coding
 │   ├── DecoderCrashed                    the process making it died (a native crash)
+│   │   └── JobTimedOut                   it ran past job_timeout: its process was stopped
+│   ├── NoWorker                          no worker process could be started (may pass)
 │   └── RefusedBefore                     the same bytes were refused before (reason recorded)
 ├── StorageError                  exit 1  writing to or reading from the origin or stores failed
 │   └── TransientStorageError     exit 1  transient: S3 5xx, timeout, connection, a full disk
@@ -115,6 +117,18 @@ class CorruptImage(SourceError):
 class DecoderCrashed(SourceError):
     """The worker process making this source died (a signal from a native library: libjpeg,
     libwebp, lcms...). Only this source fails; nothing of it was written."""
+
+
+class JobTimedOut(DecoderCrashed):
+    """The source's pixel work ran past its deadline (job_timeout): its worker process was
+    stopped, and the next source gets a new one. Not held against these bytes: the machine
+    may have been busy."""
+
+
+class NoWorker(SourceError):
+    """No worker process could be started to make this source (out of memory, a limit on
+    processes): nothing is wrong with the source, and it may pass (not recorded against
+    its bytes)."""
 
 
 class RefusedBefore(SourceError):

@@ -16,7 +16,7 @@ from imgwarm.config.marks import (
     REFUSAL,
     split_csv,
 )
-from imgwarm.config.units import Size
+from imgwarm.config.units import Duration, Size
 from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 
 # A fixed quality, or "auto": the lowest whose SSIMULACRA2 score reaches quality_target
@@ -102,6 +102,12 @@ class ImageSettings(Group):
         description="Hex digits of the SHA-256 content hash in file names.")
     workers: int = Field(0, ge=0, le=256,
                          description="Sources processed at once; 0 means one per CPU core.")
+    job_timeout: Duration = Field(
+        Duration("5m"), ge=1, le=86400,
+        description="Longest a source's pixel work may take in a worker process (optimize, "
+        "fsck --repair), waiting for memory included: past it the process is stopped, the "
+        "source fails with one line, and the next source gets a new process. Queued jobs "
+        "have task_soft_time_limit and task_time_limit instead.")
 
     @field_validator("webp_quality", "jpeg_quality", "avif_quality", mode="before")
     @classmethod

@@ -6,7 +6,11 @@ with it. ``Isolated`` runs each source's pixel work (probe, decode, resize, enco
 ``make.py``) in one of N worker processes, one source at a time each; the caller's thread
 only reads the source, and writes the files and the manifest once the worker has answered.
 When a worker dies, the source it held fails with one line (``DecoderCrashed``), nothing of it
-has been written, and a new worker takes the next source.
+has been written, and a new worker takes the next source. A job has a deadline (the setting
+``job_timeout``): past it, its worker is killed and the source fails (``JobTimedOut``). A worker
+that cannot be started (out of memory, a limit on processes) is tried again with backoff; when
+none can be, the sources that need one fail (``NoWorker``), never wait. The process itself, its
+stdout and stderr, and its end with the caller: ``worker.py``.
 
 Workers are new interpreters, not forks: importing pyvips already starts threads, and a fork
 of a threaded process may inherit a held lock. They are started as ``python -c`` on one end
@@ -25,20 +29,15 @@ its own and fails it alone when that process dies (``workers/task.py``).
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
-import socket
-import subprocess
-import sys
 import threading
-from collections.abc import Callable
-from multiprocessing.connection import Connection
+import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from imgwarm import exceptions
-from imgwarm.exceptions import DecoderCrashed
+from imgwarm.exceptions import DecoderCrashed, JobTimedOut, NoWorker
+from imgwarm.pipeline.worker import Worker, _Died, _NotStarted, _Overdue
 
 if TYPE_CHECKING:  # (not loaded to start workers ahead: ``prestart`` runs before pydantic is)
     from imgwarm.config import ImageSettings
@@ -59,9 +58,13 @@ class InProcess:
     """The pixel work in the calling process (the Python API, a queue worker's job)."""
 
     def make(self, data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
-        from imgwarm.pipeline import make
+        from imgwarm.pipeline import make, worker
 
-        return make.make(data, name, settings, given)
+        if not worker.capturing():
+            return make.make(data, name, settings, given)
+        worker.printed_since()  # what came before is no source's
+        made = make.make(data, name, settings, given)
+        return worker.noted(made, worker.printed_since())
 
     def preview(self, data: bytes, name: str, settings: ImageSettings) -> Placeholder:
         from imgwarm.pipeline import make
@@ -72,94 +75,58 @@ class InProcess:
 IN_PROCESS = InProcess()
 
 
-class _Died(Exception):
-    """The worker process ended while it held a job."""
-
-    def __init__(self, exitcode: int | None) -> None:
-        super().__init__(exitcode)
-        self.exitcode = exitcode
-
-
-def _what_ended(exitcode: int | None) -> str:
+def _what_ended(exitcode: int | None, printed: str) -> str:
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = "unknown signal"
         if -exitcode == signal.SIGKILL:
-            return f"the process making it was killed (signal {-exitcode}, {name}: out of memory?)"
-        return f"the decoder crashed on this file (signal {-exitcode}, {name})"
-    return f"the process making it exited unexpectedly (status {exitcode})"
+            what = f"the process making it was killed (signal {-exitcode}, {name}: out of memory?)"
+        else:
+            what = f"the decoder crashed on this file (signal {-exitcode}, {name})"
+    else:
+        what = f"the process making it exited unexpectedly (status {exitcode})"
+    return f"{what}; it printed: {printed}" if printed else what
 
 
-_START = "import sys; from imgwarm.pipeline.isolate import serve; serve(*map(int, sys.argv[1:]))"
+_READY: list[Worker] = []  # started ahead (``prestart``), for the next Isolated to take
 
-
-_READY: list[_Worker] = []  # started ahead (``prestart``), for the next Isolated to take
+# Waits before each try to start a worker: a fault that passes (memory freed after an OOM
+# kill) is ridden out; while starts keep failing, each source that needs one tries once.
+_BACKOFF = (0.0, 0.2, 0.5, 1.0, 2.0)
 
 
 def prestart(count: int) -> None:
     """Start ``count`` workers now, before the caller loads its settings and lists its
     sources: a worker's start (about a second: libvips, numpy, pydantic) then overlaps the
     caller's own, and the first source does not wait for it. The next ``Isolated`` takes
-    them; any it does not need are stopped, and all end with this process."""
+    them; any it does not need are stopped, and all end with this process. A worker that
+    cannot be started now is started when a source needs it."""
     while len(_READY) < count:
-        _READY.append(_Worker(count))
-
-
-class _Worker:
-    """One worker process and the socket to it."""
-
-    def __init__(self, parallel: int) -> None:
-        ours, theirs = socket.socketpair()
-        with ours, theirs:
-            # The same modules as here, wherever they came from (a checkout, a test's path).
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _START, str(theirs.fileno()), str(parallel)],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, env=env)
-            # The worker holds the only other end: its death is our end of file.
-            self.conn = Connection(ours.detach())
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def call(self, job: tuple[Any, ...]) -> tuple[str, Any]:
-        """("value", result) or ("raise", error); _Died when the process ended first."""
         try:
-            self.conn.send(job)
-            answer: tuple[str, Any] = self.conn.recv()
-        except (EOFError, OSError):
-            try:
-                code: int | None = self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                code = None
-            raise _Died(code) from None
-        return answer
-
-    def stop(self) -> None:
-        self.conn.close()  # the worker reads its end of file and returns
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            _READY.append(Worker(count))
+        except OSError:
+            return
 
 
 class Isolated:
     """``PixelWork`` in ``workers`` processes, each doing one source at a time; use it as a
     context manager (the processes end with it). Thread-safe: as many calls at once as
-    workers, the others wait."""
+    workers, the others wait.
+
+    A slot of the pool holds a worker, or None when its worker died and is to be started by
+    the next source that takes the slot. A slot whose worker cannot be started is given up
+    while other workers live (its sources wait for theirs); with none left, the source fails
+    with ``NoWorker`` and the slot stays, so that the next source tries again: a batch never
+    waits for a worker that will not come."""
 
     def __init__(self, workers: int) -> None:
         self._parallel = workers
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._all: list[_Worker] = []
-        self._lock = threading.Lock()  # guards _all
+        self._idle: queue.Queue[Worker | None] = queue.Queue()
+        self._all: list[Worker] = []
+        self._lock = threading.Lock()  # guards _all and _failing
+        self._failing = False  # the last start failed after every try
         ready = [w for w in _READY if w.alive()]
         for extra in (*ready[workers:], *(w for w in _READY if w not in ready)):
             extra.stop()
@@ -168,31 +135,87 @@ class Isolated:
             self._all.append(worker)
             self._idle.put(worker)
         for _ in range(workers - len(self._all)):
-            self._idle.put(self._start())
-
-    def _start(self) -> _Worker:
-        worker = _Worker(self._parallel)
-        with self._lock:
+            try:
+                worker = Worker(self._parallel)  # ready or not, they start side by side
+            except OSError:
+                self._idle.put(None)
+                continue
             self._all.append(worker)
-        return worker
+            self._idle.put(worker)
 
-    def _replace(self, worker: _Worker) -> _Worker:
+    def _drop(self, worker: Worker) -> None:
         worker.stop()
         with self._lock:
-            self._all.remove(worker)
-        return self._start()
+            if worker in self._all:
+                self._all.remove(worker)
 
-    def _run(self, name: str, job: tuple[Any, ...]) -> Any:
-        worker = self._idle.get()
-        if not worker.alive():  # ended while idle (killed from outside): not this
-            worker = self._replace(worker)  # source's doing
+    def _started(self) -> Worker:
+        """A new worker, ready; _NotStarted with the last reason when every try failed."""
+        with self._lock:
+            waits = _BACKOFF[:1] if self._failing else _BACKOFF
+        reason = ""
+        for wait in waits:
+            time.sleep(wait)
+            try:
+                worker = Worker(self._parallel)
+            except OSError as error:
+                reason = str(error)
+                continue
+            try:
+                worker.wait_ready()
+            except _NotStarted as error:
+                worker.stop()
+                reason = str(error)
+                continue
+            with self._lock:
+                self._all.append(worker)
+                self._failing = False
+            return worker
+        with self._lock:
+            self._failing = True
+        raise _NotStarted(reason)
+
+    def _take(self, name: str) -> Worker:
+        """A ready worker for the source ``name`` (waiting for one while all are busy)."""
+        while True:
+            worker = self._idle.get()
+            if worker is not None:
+                try:
+                    worker.wait_ready()
+                    if worker.alive():
+                        return worker
+                except _NotStarted:
+                    pass
+                self._drop(worker)  # ended while idle (killed from outside): not this source's
+            try:
+                return self._started()
+            except _NotStarted as error:
+                with self._lock:
+                    others = bool(self._all)
+                if not others:
+                    self._idle.put(None)
+                    raise NoWorker(name, f"no worker process could be started: {error}") \
+                        from None
+                # others still work: this slot is given up, and the source waits for theirs
+
+    def _run(self, name: str, job: tuple[Any, ...], timeout: float) -> Any:
+        worker = self._take(name)
         try:
-            kind, value = worker.call(job)
+            kind, value = worker.call(job, timeout)
         except _Died as died:
-            self._idle.put(self._replace(worker))  # the next source gets a fresh process
-            raise DecoderCrashed(name, _what_ended(died.exitcode)) from None
+            self._drop(worker)
+            self._idle.put(None)  # the next source starts a fresh process
+            raise DecoderCrashed(name, _what_ended(died.exitcode, died.printed)) from None
+        except _Overdue:
+            from imgwarm.config.units import duration_text
+
+            self._drop(worker)
+            self._idle.put(None)
+            raise JobTimedOut(name, f"took longer than {duration_text(timeout)} (job_timeout): "
+                              "its process was stopped") from None
         except BaseException:  # Ctrl-C mid-job: its answer may still come; never reuse it
-            self._idle.put(self._replace(worker))
+            self._drop(worker)
+            self._idle.put(None)
             raise
         self._idle.put(worker)
         if kind == "raise":
@@ -200,11 +223,13 @@ class Isolated:
         return value
 
     def make(self, data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
-        made: Made = self._run(name, ("make", self._parallel, data, name, settings, given))
+        made: Made = self._run(name, ("make", self._parallel, data, name, settings, given),
+                               settings.job_timeout)
         return made
 
     def preview(self, data: bytes, name: str, settings: ImageSettings) -> Placeholder:
-        found: Placeholder = self._run(name, ("preview", self._parallel, data, name, settings))
+        found: Placeholder = self._run(name, ("preview", self._parallel, data, name, settings),
+                                       settings.job_timeout)
         return found
 
     def pids(self) -> list[int]:
@@ -226,41 +251,3 @@ class Isolated:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
-
-
-def _portable(error: BaseException) -> BaseException:
-    """The error as the caller's process can rebuild it without importing pyvips: our own
-    classes by their nearest public one, anything else as its text."""
-    if isinstance(error, exceptions.ImgwarmError):
-        for kind in type(error).__mro__:
-            if kind.__module__ == exceptions.__name__:
-                if isinstance(error, exceptions.SourceError):
-                    return kind(error.source, error.reason)  # type: ignore[no-any-return]
-                return kind(*error.args)  # type: ignore[no-any-return]
-    return RuntimeError(f"{type(error).__name__}: {error}")
-
-
-def serve(fd: int, parallel: int) -> None:
-    """A worker's life: jobs in, answers out, until the caller closes its end of ``fd``."""
-    conn = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
-    from imgwarm.pipeline import make
-    from imgwarm.pipeline.vipsutil import configure_libvips
-
-    configure_libvips(parallel)
-    steps: dict[str, Callable[..., Any]] = {"make": make.make, "preview": make.preview}
-    while True:
-        try:
-            kind, wanted, *arguments = conn.recv()
-            if wanted != parallel:  # started ahead for another count of workers
-                parallel = wanted
-                configure_libvips(parallel)
-        except (EOFError, OSError):
-            # The caller is done: nothing to flush or tidy, so skip the interpreter's teardown
-            # (unloading libvips, numpy and their threads took 0.2 s a worker, in series).
-            os._exit(0)
-        try:
-            answer: tuple[str, Any] = ("value", steps[kind](*arguments))
-        except Exception as error:
-            answer = ("raise", _portable(error))
-        conn.send(answer)

@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from imgwarm.config import ImageSettings, Settings
 from imgwarm.exceptions import (
     DecoderCrashed,
+    NoWorker,
     RefusedBefore,
     SourceError,
     UnreadableSource,
@@ -230,9 +231,9 @@ def optimize_key(
     except RefusedBefore:
         raise  # already recorded: nothing to write
     except SourceError as error:
-        # A crash is recorded without the bytes: it may have come from outside (out of
-        # memory), so the same bytes are tried again next time.
-        tried = None if isinstance(error, DecoderCrashed) else data
+        # A crash, a deadline or no worker is recorded without the bytes: it may have come
+        # from outside (out of memory, a busy machine), so the same bytes are tried again.
+        tried = None if isinstance(error, DecoderCrashed | NoWorker) else data
         record_failure(key, tried, error.reason, settings=settings, stores=stores,
                        credits=credits)
         raise

@@ -127,8 +127,10 @@ def register(app: Celery, settings: Settings) -> None:
     def _start_process(**_: Any) -> None:
         from imgwarm.pipeline import optimize  # noqa: F401  (import once, before the first job)
         from imgwarm.pipeline.vipsutil import configure_libvips
+        from imgwarm.pipeline.worker import capture_stdout
 
         configure_libvips(parallel_sources=2)  # one libvips thread per process
+        capture_stdout()  # what a library prints from a file: a warning, not the worker's log
 
     @app.task(  # type: ignore[untyped-decorator]
         name=TASK_NAME,

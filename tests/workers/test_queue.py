@@ -28,6 +28,7 @@ from imgwarm.workers.client import enqueue_all
 from imgwarm.workers.task import starts_key
 from tests.support.corpus import BAD, CASES, GOOD, Run
 from tests.support.files import all_files
+from tests.support.printing import hostile_ultra_hdr
 from tests.support.queues import Queue, check_s3_outputs
 from tests.support.servers import IMGWARM, RedisServer, S3Server, wait_for
 
@@ -410,3 +411,20 @@ def test_a_queued_delete_takes_the_source_down(local_queue: Queue) -> None:
     assert isinstance(local_queue.stores().manifests.record("up/ad-3/bike.jpg"), Tombstone)
     unknown = enqueue_delete("up/never.jpg", settings=local_queue.settings()).wait(timeout=60)
     assert unknown["ok"] is False and "up/never.jpg: no manifest" in unknown["error"]
+
+
+def test_what_a_library_prints_in_a_job_is_its_warning_not_the_log(local_queue: Queue) -> None:
+    """libultrahdr prints a hostile gain map's XMP to fd 1: in a pool process that is the
+    worker's log, unless captured (issue 38, item 3)."""
+    local_queue.put("up/hostile.jpg", hostile_ultra_hdr())
+    local_queue.worker("--concurrency", "1")
+    done = local_queue.cli("enqueue", "--wait", "up/hostile.jpg")
+    assert done.returncode == 0, done.stderr
+    record = local_queue.stores().manifests.record("up/hostile.jpg")
+    assert isinstance(record, Manifest)
+    (printed,) = [w for w in record.warnings if w.startswith("a library printed")]
+    assert "<!DOCTYPE x" in printed and "\\x1B[31mEVIL" in printed
+    # (the log says the result, warning included: what must not be there is the raw lines)
+    raw = [line for line in local_queue.log().splitlines()
+           if line.startswith(("ERROR:Expected", "- line:1:"))]
+    assert raw == [] and "\x1b" not in local_queue.log()
