@@ -125,11 +125,9 @@ def _gain(info: Probe, warnings: list[str]) -> pyvips.Image | None:
     cannot be decoded: the photo is then made SDR, not refused."""
     if info.gainmap is None:
         return None
-    try:
-        return gainmap.prepare(info.gainmap, info.orientation)
-    except pyvips.Error:
-        warnings.append(gainmap.UNREADABLE.format("its data is damaged or cut short"))
-        return None
+    prepared, said = gainmap.prepare(info.gainmap, info.orientation)
+    warnings += said
+    return prepared
 
 
 class _Unread(pyvips.Error):  # type: ignore[misc]  # (pyvips has no stubs)
