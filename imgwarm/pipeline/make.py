@@ -35,8 +35,15 @@ from imgwarm.pipeline.orient import upright
 from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
+from imgwarm.pipeline.sniff import NAMES
 from imgwarm.pipeline.variants import height_for, ladder, plan_widths
-from imgwarm.pipeline.vipsutil import LIBVIPS, VipsComplaint, clear_errors, vips_reason
+from imgwarm.pipeline.vipsutil import (
+    LIBVIPS,
+    VipsComplaint,
+    clear_errors,
+    readable_errors,
+    vips_reason,
+)
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -118,11 +125,17 @@ def _gain(info: Probe, warnings: list[str]) -> pyvips.Image | None:
     cannot be decoded: the photo is then made SDR, not refused."""
     if info.gainmap is None:
         return None
-    try:
-        return gainmap.prepare(info.gainmap, info.orientation)
-    except pyvips.Error:
-        warnings.append(gainmap.UNREADABLE.format("its data is damaged or cut short"))
-        return None
+    prepared, said = gainmap.prepare(info.gainmap, info.orientation)
+    warnings += said
+    return prepared
+
+
+class _Unread(pyvips.Error):  # type: ignore[misc]  # (pyvips has no stubs)
+    """A libvips failure while the source's pixels were decoded, with its format's name."""
+
+    def __init__(self, error: pyvips.Error, source_format: str) -> None:
+        super().__init__(error.message, error.detail or "\n")  # ("": read the buffer again)
+        self.source_format = source_format
 
 
 def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSettings,
@@ -131,7 +144,11 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
     widths = chosen.widths
     full_w, full_h = info.displayed_width, info.displayed_height
     with budget(settings.max_memory).reserve(chosen.cost):
-        master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h), name)
+        try:
+            master = render_master(info, widths[-1], height_for(widths[-1], full_w, full_h),
+                                   name)
+        except pyvips.Error as error:  # (decoded lazily: here is where the loader reads)
+            raise _Unread(error, NAMES[info.format]) from None
         gain = _gain(info, warnings) if "jpeg" in chosen.formats else None
         slug = slug_for(printable(name))
         made: dict[int, list[Encoded]] = {}
@@ -225,7 +242,7 @@ def preview(data: bytes, name: str, settings: ImageSettings) -> Placeholder:
     same steps as its variants. Placeholder.none() when it cannot be made (the variants stand
     as they are, and it is not tried again)."""
     try:
-        with LIBVIPS.shared():
+        with LIBVIPS.shared(), readable_errors():
             info = probe(data, name, settings)
             full_w, full_h = info.displayed_width, info.displayed_height
             width = min(PREVIEW_WIDTH, full_w)
@@ -243,13 +260,15 @@ def make(data: bytes, name: str, settings: ImageSettings, given: Credits) -> Mad
     on, so that its message is this image's own (libvips has one error buffer per process);
     the JPEG decoder's complaints are each decode's own, and final."""
     try:
-        with LIBVIPS.shared():
+        with LIBVIPS.shared(), readable_errors():
             return _make(data, name, settings, given)
     except (pyvips.Error, VipsComplaint):
         pass
     with LIBVIPS.alone():
         clear_errors()
         try:
-            return _make(data, name, settings, given)
+            with readable_errors():
+                return _make(data, name, settings, given)
         except pyvips.Error as error:
-            raise CorruptImage(name, vips_reason(error)) from None
+            decoding = error.source_format if isinstance(error, _Unread) else None
+            raise CorruptImage(name, vips_reason(error, decoding=decoding)) from None

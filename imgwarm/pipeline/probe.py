@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import Any
 
 import piexif
@@ -14,10 +13,11 @@ from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
 from imgwarm.pipeline import gainmap
 from imgwarm.pipeline.colour import profile_problem
+from imgwarm.pipeline.exif import ascii_tag
 from imgwarm.pipeline.gainmap import GainMap
 from imgwarm.pipeline.jpeg import read_header
-from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, sniff
-from imgwarm.pipeline.vipsutil import VipsComplaint, vips_reason
+from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, heif_frames, sniff
+from imgwarm.pipeline.vipsutil import VipsComplaint, readable_errors, vips_reason
 
 _SAMPLE_BYTES = {"uchar": 1, "ushort": 2}
 
@@ -58,18 +58,21 @@ class Probe:
 _FAMILY: dict[SourceFormat, str] = {"avif": "heif"}
 
 
+def _family(source_format: SourceFormat | None) -> str | None:
+    return _FAMILY.get(source_format, source_format) if source_format else None
+
+
 def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     kind = sniff(data)
     found = SOURCE_OF.get(kind or "")
     if found is not None and settings.accepts(found):
-        said = SOURCE_SUFFIXES.get(PurePath(name).suffix.lower())
+        said = claimed(name)  # any format's name (.bmp, .svg...), not the sources' alone
         # A JPEG goes by its bytes whatever its name (cameras and uploads misname them);
         # another format under a name that says something else is a mistake, or a trick.
-        if found == "jpeg" or said is None or _FAMILY.get(said, said) == \
-                _FAMILY.get(found, found):
+        if found == "jpeg" or said is None or _family(SOURCE_OF.get(said)) == _family(found):
             return found
         raise UnsupportedFormat(
-            name, f"the content is a {kind} image but the name says {claimed(name)}: refusing a "
+            name, f"the content is a {kind} image but the name says {said}: refusing a "
             f"mislabelled file (rename it .{_SUFFIX[found]} to convert it as {kind})"
         )
     taken = [NAMES[f] for f in settings.source_formats if settings.accepts(f)]
@@ -92,15 +95,17 @@ def loader(source_format: SourceFormat) -> Any:
             "gif": pyvips.Image.gifload_buffer}[source_format]
 
 
-def _other_format(header: pyvips.Image, source_format: SourceFormat,
-                  name: str) -> tuple[bytes | None, list[str]]:
+def _other_format(header: pyvips.Image, source_format: SourceFormat, name: str,
+                  data: bytes) -> tuple[bytes | None, list[str]]:
     """The EXIF (its TIFF block) of a WebP, HEIF, TIFF or GIF source, and what is said of it.
     An animation is refused: a still made of one frame would stand for the whole. A TIFF's
     first page is made; a HEIF's primary image (libheif has applied its rotation and
     mirroring: the header carries no orientation to apply again)."""
     pages = header.get("n-pages") if header.get_typeof("n-pages") else 1
+    if source_format in ("avif", "heif"):  # libvips reads a sequence's still image alone
+        pages = max(pages, heif_frames(data))
     notes = []
-    if source_format in ("gif", "webp") and pages > 1:
+    if source_format in ("gif", "webp", "avif", "heif") and pages > 1:
         raise UnsupportedFormat(
             name, f"an animated {NAMES[source_format]} ({pages} frames): imgwarm makes still "
             "images, and a still of one frame would stand for the whole animation")
@@ -110,7 +115,11 @@ def _other_format(header: pyvips.Image, source_format: SourceFormat,
     if exif is not None:
         exif = exif.removeprefix(b"Exif\x00\x00") or None
     if exif is None and header.get_typeof("image-description"):  # a TIFF's own tag
-        text = str(header.get("image-description")).encode("utf-8", "surrogateescape")
+        # its bytes as stored (libvips makes text valid UTF-8, other bytes become U+FFFD):
+        # metadata.py reads what is not UTF-8 as Windows-1252, as in EXIF
+        text = ascii_tag(data, piexif.ImageIFD.ImageDescription) if source_format == "tiff" \
+            else None
+        text = text or str(header.get("image-description")).encode("utf-8", "surrogateescape")
         exif = piexif.dump({"0th": {piexif.ImageIFD.ImageDescription: text}})
         exif = exif.removeprefix(b"Exif\x00\x00")
     return exif, notes
@@ -151,7 +160,8 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     else:
         load = loader(source_format)
     try:
-        header = load(data, access="sequential")
+        with readable_errors():
+            header = load(data, access="sequential")
     except pyvips.Error as error:
         reason = vips_reason(error, meaning=False)
         raise VipsComplaint(name, f"corrupt {NAMES[source_format]} header: {reason}") from None
@@ -165,7 +175,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
     notes: list[str] = []
     if source_format not in ("jpeg", "png"):
-        exif, notes = _other_format(header, source_format, name)
+        exif, notes = _other_format(header, source_format, name, data)
     if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
         buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
     gain = None

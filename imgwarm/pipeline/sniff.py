@@ -40,7 +40,9 @@ _TEXT_HINTS = [(b"<svg", "SVG"), (b"<?xml", "XML/SVG"), (b"<html", "HTML"), (b"<
 # Names that claim a format: a PNG named like this is mislabelled.
 CLAIMING_SUFFIXES = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.items()} | {
     ".webp": "WebP", ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
-    ".avif": "AVIF", ".heic": "HEIC", ".heif": "HEIF", ".jxl": "JPEG XL",
+    ".avif": "AVIF", ".heic": "HEIC", ".heif": "HEIF", ".jxl": "JPEG XL", ".svg": "SVG",
+    ".svgz": "SVG", ".pdf": "PDF", ".ico": "ICO", ".psd": "Photoshop PSD", ".jp2": "JPEG 2000",
+    ".j2k": "JPEG 2000", ".jpx": "JPEG 2000", ".jxr": "JPEG XR", ".tga": "TGA", ".qoi": "QOI",
 }
 
 
@@ -62,6 +64,42 @@ def _heif(data: bytes) -> str | None:
     if brands & _HEVC_BRANDS:
         return "HEIC"
     return "HEIF" if brands & _HEIF_BRANDS else None
+
+
+# The boxes down to a track's sample sizes (ISO 14496-12): moov/trak/mdia/minf/stbl/stsz.
+_TRACK_PATH = (b"moov", b"trak", b"mdia", b"minf", b"stbl", b"stsz")
+
+
+def _boxes(data: bytes, start: int, end: int) -> list[tuple[bytes, int, int]]:
+    """The (type, content start, end) of each box between ``start`` and ``end``: the first
+    256 (a HEIF file has a handful at each level; a hostile one may declare millions)."""
+    found: list[tuple[bytes, int, int]] = []
+    while start + 8 <= end and len(found) < 256:
+        size, head = int.from_bytes(data[start:start + 4], "big"), 8
+        kind = data[start + 4:start + 8]
+        if size == 1 and start + 16 <= end:  # a 64-bit size follows the type
+            size, head = int.from_bytes(data[start + 8:start + 16], "big"), 16
+        elif size == 0:  # to the end
+            size = end - start
+        if size < head or start + size > end:
+            break
+        found.append((kind, start + head, start + size))
+        start += size
+    return found
+
+
+def heif_frames(data: bytes) -> int:
+    """How many frames a HEIF file's image sequence holds (an animated AVIF, brand 'avis':
+    libvips reads only its still image), from each track's sample count; 1 without one."""
+    frames, level = 1, [(b"", 0, len(data))]
+    for depth, wanted in enumerate(_TRACK_PATH):
+        level = [box for _, start, end in level for box in _boxes(data, start, end)
+                 if box[0] == wanted][:16]  # (a track or a few: colour, alpha, depth)
+        if depth == len(_TRACK_PATH) - 1:
+            for _, start, end in level:  # version and flags, sample size, then the count
+                if start + 12 <= end:
+                    frames = max(frames, int.from_bytes(data[start + 8:start + 12], "big"))
+    return frames
 
 
 def sniff(data: bytes) -> str | None:

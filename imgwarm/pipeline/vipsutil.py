@@ -12,8 +12,10 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pyvips
+from pyvips import vips_lib
 
 from imgwarm.exceptions import CorruptImage
 
@@ -34,7 +36,10 @@ _EXPLAIN = {
     "has not been built in: HEVC": "unsupported: an HEVC-coded HEIC image, and this build of "
     "libheif has no HEVC decoder (libde265); convert it to JPEG or AVIF first",
 }
-_GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region", "read gave")
+# Lines that say nothing of the file: libvips' own plumbing, and its probing of a small file
+# for the loader's sniffing (every HEIF error under 1 KB began "bad seek to 1024").
+_GENERIC = ("unable to", "error in tile", "VipsImage: ", "vips_region", "read gave",
+            "source: bad seek to")
 
 
 def _lines(text: str) -> list[str]:
@@ -46,11 +51,44 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def vips_reason(error: pyvips.Error, *, meaning: bool = True) -> str:
-    """The distinct, meaningful lines of a libvips error, plus what they mean."""
+def vips_reason(error: pyvips.Error, *, meaning: bool = True, decoding: str | None = None) -> str:
+    """The distinct, meaningful lines of a libvips error, plus what they mean. ``decoding``:
+    the name of the format whose pixels the loader was reading (with fail_on="warning", any
+    warning stops it), said as damage to them whatever the loader's words."""
     lines = _lines(f"{error.message}\n{error.detail or ''}")
+    if decoding is not None:
+        detail = "; ".join(lines[:3])
+        if detail and meaning and explain(detail) != detail:
+            return explain(detail)
+        damage = f"corrupt or truncated {decoding} data"
+        return f"{damage} ({detail})" if detail else damage
     detail = "; ".join(lines[:3]) or (error.message or "libvips failed").strip()
     return explain(detail) if meaning else detail
+
+
+def _from_pyvips_errors(error: BaseException) -> bool:
+    """Was it raised where pyvips reads libvips' error text (not by some other decode)?"""
+    trace, last = error.__traceback__, None
+    while trace is not None:
+        last, trace = trace.tb_frame.f_code.co_filename, trace.tb_next
+    return last is not None and Path(last).parts[-2:] == ("pyvips", "error.py")
+
+
+@contextmanager
+def readable_errors() -> Iterator[None]:
+    """libvips calls whose error text may hold a file's raw bytes (libheif quotes a brand or
+    FourCC as found). pyvips decodes libvips' error buffer as UTF-8: on any other byte it
+    raises UnicodeDecodeError, leaving the buffer full, so that every later error of the
+    process fails alike. That becomes the pyvips.Error it would have been, the odd bytes as
+    escapes, and the buffer is cleared."""
+    try:
+        yield
+    except UnicodeDecodeError as error:
+        if not isinstance(error.object, bytes) or not _from_pyvips_errors(error):
+            raise
+        vips_lib.vips_error_clear()
+        text = error.object.decode("utf-8", "backslashreplace")
+        raise pyvips.Error("unable to call libvips", text) from None
 
 
 def explain(detail: str) -> str:
@@ -67,7 +105,7 @@ class VipsComplaint(CorruptImage):
 
 
 def clear_errors() -> None:
-    pyvips.Error("")  # reading libvips' error buffer clears it
+    vips_lib.vips_error_clear()  # (not through pyvips: it cannot read every buffer)
 
 
 class _SharedOrAlone:

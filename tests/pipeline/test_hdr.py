@@ -10,19 +10,24 @@ here by libvips' uhdrsave from an HDR picture (linear light, scRGB)."""
 from __future__ import annotations
 
 import io
+import math
+import struct
 from pathlib import Path
 
 import numpy
 import piexif
 import pytest
 import pyvips
+import simplejpeg
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest, Variant
+from imgwarm.pipeline.gainmap import metadata_problem
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.pipeline.probe import probe
 from imgwarm.store import Stores
 from tests.support.files import REPO
+from tests.support.hostile import scan_start
 from tests.support.images import jpeg_with_exif, photo
 
 ULTRA_HDR = REPO / "tests" / "corpus" / "ultra-hdr.jpg"
@@ -204,3 +209,155 @@ def test_the_gain_map_counts_in_the_memory_estimate(settings: Settings) -> None:
     sdr = probe(jpeg_with_exif(photo(64, 64), quality=90), "sdr.jpg", settings.image)
     assert sdr.gainmap is None
     assert found.buffered >= 960 * 540 * found.gainmap.bands
+
+
+# Issue 38: the gain map is read as strictly as the picture, and its metadata is checked
+# against what libultrahdr's encoder takes; either failing leaves the photo SDR, warned.
+
+def _split(data: bytes) -> tuple[bytes, bytes]:
+    """The primary picture (with its MPF segment) and the gain map's JPEG after it."""
+    second = data.index(b"\xff\xd9\xff\xd8") + 2
+    return data[:second], data[second:]
+
+
+def _with_gain_map(data: bytes, gain: bytes) -> bytes:
+    """``data`` with another gain map JPEG, its size in the MPF index made to match."""
+    primary, _ = _split(data)
+    out = bytearray(primary + gain)
+    mpf = out.index(b"MPF\x00") + 4  # a big-endian TIFF block: the MP Entry tag's value
+    for entry in range(mpf + 10, mpf + 10 + 12 * int.from_bytes(out[mpf + 8:mpf + 10], "big"),
+                       12):
+        if out[entry:entry + 2] == b"\xb0\x02":
+            second = mpf + int.from_bytes(out[entry + 8:entry + 12], "big") + 16
+            struct.pack_into(">I", out, second + 4, len(gain))
+    return bytes(out)
+
+
+def _sdr_with_warning(manifest: Manifest, settings: Settings, wanted: str) -> None:
+    assert not any(v.hdr for v in manifest.variants)
+    assert all(gain_of(opened(settings, v)) is None for v in manifest.variants)
+    assert any(wanted in w and "made SDR only" in w for w in manifest.warnings), \
+        manifest.warnings
+
+
+def test_a_gain_map_relabelled_sof9_leaves_the_photo_sdr(settings: Settings,
+                                                         tmp_path: Path) -> None:
+    """Huffman data read as arithmetic-coded: jpegload decoded it into noise, warning-free."""
+    data = synthetic()
+    _, gain = _split(data)
+    relabelled = gain.replace(b"\xff\xc0", b"\xff\xc9", 1)
+    pyvips.Image.jpegload_buffer(relabelled, fail_on="warning").avg()  # what passed before
+    manifest = make(tmp_path, settings, "sof9.jpg", _with_gain_map(data, relabelled))
+    _sdr_with_warning(manifest, settings, "HDR gain map cannot be read (a SOF9 frame")
+
+
+def _flipped_scan(gain: bytes) -> bytes:
+    """The first bit flip in the gain map's scan that jpegload (fail_on="warning") passes and
+    TurboJPEG's strict decode refuses."""
+    for at in range(scan_start(gain) + 16, len(gain) - 2):
+        if gain[at] == 0xFF or gain[at - 1] == 0xFF:
+            continue  # not a marker or a stuffed byte: a flip in the coded data itself
+        for bit in range(8):
+            flipped = bytearray(gain)
+            flipped[at] ^= 1 << bit
+            try:
+                pyvips.Image.jpegload_buffer(bytes(flipped), fail_on="warning").avg()
+                simplejpeg.decode_jpeg(bytes(flipped), colorspace="GRAY", strict=True)
+            except pyvips.Error:
+                continue
+            except ValueError:
+                return bytes(flipped)
+    raise AssertionError("no such flip")
+
+
+def test_a_gain_map_with_flipped_scan_bits_leaves_the_photo_sdr(settings: Settings,
+                                                                tmp_path: Path) -> None:
+    data = synthetic()
+    flipped = _flipped_scan(_split(data)[1])
+    manifest = make(tmp_path, settings, "flipped.jpg", _with_gain_map(data, flipped))
+    assert (manifest.width, manifest.height) == (800, 400)
+    _sdr_with_warning(manifest, settings, "HDR gain map cannot be read (corrupt JPEG data")
+
+
+ISO = b"urn:iso:std:iso:ts:21496:-1\x00"
+LOG2_BOOST = (0x59F541, 0x100000)  # what uhdrsave wrote for the synthetic photo: 5.6
+
+
+def _iso(flags: int = 0x40, base: tuple[int, int] = (0, 1),
+         alternate: tuple[int, int] = LOG2_BOOST,
+         channels: tuple[tuple[tuple[int, int], ...], ...] = (
+             ((0, 1), LOG2_BOOST, (1, 1), (0, 1), (0, 1)),)) -> bytes:
+    """An ISO 21496-1 gain map metadata block (no common denominator): versions, flags, the
+    base and alternate HDR headrooms, then a channel's min, max, gamma, base and alternate
+    offsets, each a fraction (log2 for the headrooms and boosts)."""
+    block = b"\x00\x00\x00\x00" + bytes([flags]) + struct.pack(">iI", *base) + struct.pack(
+        ">iI", *alternate)
+    return block + b"".join(struct.pack(">iI", *f) for channel in channels for f in channel)
+
+
+def _with_iso(data: bytes, block: bytes) -> bytes:
+    """The photo with its gain map's ISO 21496-1 metadata replaced by ``block``."""
+    _, gain = _split(data)
+    at = gain.index(b"\xff\xe2" + b"\x00")
+    while gain[at + 4:at + 4 + len(ISO)] != ISO:
+        at = gain.index(b"\xff\xe2", at + 2)
+    length = int.from_bytes(gain[at + 2:at + 4], "big")
+    body = ISO + block
+    segment = b"\xff\xe2" + (len(body) + 2).to_bytes(2, "big") + body
+    return _with_gain_map(data, gain[:at] + segment + gain[at + 2 + length:])
+
+
+def _channel(minimum: tuple[int, int] = (0, 1), maximum: tuple[int, int] = LOG2_BOOST,
+             gamma: tuple[int, int] = (1, 1), offset: tuple[int, int] = (0, 1)
+             ) -> tuple[tuple[tuple[int, int], ...], ...]:
+    return ((minimum, maximum, gamma, offset, (0, 1)),)
+
+
+BAD_METADATA = {  # what libultrahdr's decoder reads and its encoder refuses
+    "gamma 0": _iso(channels=_channel(gamma=(0, 1))),
+    "gamma -1": _iso(channels=_channel(gamma=(-1, 1))),  # read unsigned: 2^32
+    "max below min": _iso(channels=_channel(minimum=(3, 1), maximum=(1, 1))),
+    "capacity max below min": _iso(base=(2, 1), alternate=(1, 1)),
+    "capacity max at min": _iso(base=(2, 1), alternate=(2, 1)),
+    "infinite boost": _iso(channels=_channel(maximum=(2 ** 31 - 1, 1))),
+    "infinite capacity": _iso(alternate=(2 ** 31 - 1, 1)),
+    "negative offset": _iso(channels=_channel(offset=(-1, 64))),
+    "offset of 2^31": _iso(channels=_channel(offset=(2 ** 31 - 1, 1))),
+    "alternate space": _iso(flags=0x00),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_METADATA))
+def test_gain_map_metadata_the_encoder_refuses_leaves_the_photo_sdr(
+        case: str, settings: Settings, tmp_path: Path) -> None:
+    data = _with_iso(synthetic(), BAD_METADATA[case])
+    assert pyvips.Image.uhdrload_buffer(data).get_typeof("gainmap-data")  # read as HDR
+    manifest = make(tmp_path, settings, "metadata.jpg", data)
+    assert (manifest.width, manifest.height) == (800, 400)
+    _sdr_with_warning(manifest, settings, "HDR gain map's metadata cannot be written")
+
+
+def test_multichannel_gain_map_metadata_is_made_or_left_sdr(settings: Settings,
+                                                            tmp_path: Path) -> None:
+    """ISO 21496-1's multichannel flag, three channels told apart: never refused."""
+    one = _channel()[0]
+    other = _channel(maximum=(3, 1))[0]
+    data = _with_iso(synthetic(), _iso(flags=0xC0, channels=(one, other, one)))
+    manifest = make(tmp_path, settings, "channels.jpg", data)
+    jpegs = [v for v in manifest.variants if v.format == "jpeg"]
+    if all(v.hdr for v in jpegs):
+        assert all(gain_of(opened(settings, v)) is not None for v in jpegs)
+    else:
+        _sdr_with_warning(manifest, settings, "HDR gain map")
+
+
+@pytest.mark.parametrize("field", ["gainmap-gamma", "gainmap-hdr-capacity-max"])
+def test_undefined_gain_map_metadata_is_refused_by_the_check(field: str,
+                                                            settings: Settings) -> None:
+    """NaN, which the ISO fractions cannot carry but hdrgm XMP text can."""
+    gain = probe(ULTRA_HDR.read_bytes(), "phone.jpg", settings.image).gainmap
+    assert gain is not None
+    fields = {name: value for name, _, value in gain.fields}
+    assert metadata_problem(fields) is None
+    fields[field] = [math.nan] * 3 if isinstance(fields[field], list) else math.nan
+    assert metadata_problem(fields) == "an infinite or undefined value"

@@ -206,9 +206,10 @@ def test_an_ultra_hdr_jpeg_is_not_searched_in_full_colour(corpus: Path,
         frame = frame_for(source, settings, manifest, variant)
         info = probe(source.read_bytes(), source.name, settings.image)
         assert info.gainmap is not None
+        prepared, _ = gainmap.prepare(info.gainmap, info.orientation)
+        assert prepared is not None
         hdr = Frame(frame.image, gainmap.for_variant(
-            info.gainmap, gainmap.prepare(info.gainmap, info.orientation), frame.image,
-            info.displayed_width, info.displayed_height))
+            info.gainmap, prepared, frame.image, info.displayed_width, info.displayed_height))
         asked = encode(hdr, "jpeg", settings.image, None, 85, full_chroma=True)
         with Image.open(io.BytesIO(asked)) as picture:  # why it is not searched again
             assert picture.layer[0][1:3] == (2, 2)  # 4:2:0, though full colour was asked

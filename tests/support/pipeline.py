@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import pyvips
 
 from imgwarm.config import Settings
@@ -18,6 +19,20 @@ def run(data: bytes, name: str, settings: Settings, credits: Credits | None = No
     path.write_bytes(data)
     return optimize_file(path, settings=settings, stores=Stores.local(settings.store),
                          credits=credits).manifest
+
+
+def refused(data: bytes, name: str, settings: Settings) -> str:
+    """The one line a source is refused with (by ``run``); nothing of it written."""
+    from imgwarm.exceptions import SourceError
+    from tests.support.files import all_files
+
+    with pytest.raises(SourceError) as error:
+        run(data, name, settings)
+    origin = settings.store.origin_root
+    assert not origin.exists() or all_files(origin) == []
+    said = str(error.value)
+    assert "\n" not in said and said.startswith(str(Path.cwd() / "sources" / name))
+    return said
 
 
 def decoded(settings: Settings, manifest: Manifest, fmt: str = "webp") -> pyvips.Image:
