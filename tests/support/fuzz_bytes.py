@@ -98,8 +98,8 @@ def generic(data_of: Spans, chunks_of: Spans) -> dict[str, Mutation]:
     }
 
 
-INTERESTING = (0, 1, 2, 7, 8, 255, 256, 4097, 16383, 16384, 65535, 65536, 1 << 24, 0x7FFFFFFF,
-               0xFFFFFFFF)
+INTERESTING = (0, 1, 2, 7, 8, 255, 256, 4097, 9999, 10000, 16383, 16384, 65535, 65536, 1 << 24,
+               0x7FFFFFFF, 0xFFFFFFFF)  # 10000: squared, just within the default max_pixels
 
 
 def interesting(rng: random.Random, bits: int) -> int:

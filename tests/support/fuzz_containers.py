@@ -286,9 +286,12 @@ def heif_brand(rng: random.Random, data: bytes) -> bytes | None:
 
 
 def heif_fourcc(rng: random.Random, data: bytes) -> bytes | None:
-    """A box type or item type with a non-ASCII byte (libheif put such bytes in its error)."""
-    found = [a + 4 for kind, a, _, _ in boxes(data) if kind != b"mdat"]
-    found += [a + 16 for kind, a, b, _ in boxes(data) if kind == b"infe" and b - a >= 20]
+    """A box type or item type with a non-ASCII byte (libheif put such bytes in its error):
+    mostly those inside meta (item properties, references, item types), which libheif names
+    in its errors; a top-level one (ftyp) is refused by imgwarm's sniffing first."""
+    found = [a + 4 for kind, a, _, depth in boxes(data) if kind != b"mdat"
+             and (depth > 0 or rng.random() < 0.2)]
+    found += 2 * [a + 16 for kind, a, b, _ in boxes(data) if kind == b"infe" and b - a >= 20]
     if not found:
         return None
     at = rng.choice(found) + rng.randrange(4)

@@ -16,9 +16,11 @@ worker's stdout), and the ISO 21496-1 APP2 block (multichannel and alternate-spa
 versions, zero denominators, cut short).
 
 Invariants, beyond those of every run (fuzzing.py): a photo is never refused only for its gain
-map (it is made SDR, with a warning); a variant marked ``"hdr": true`` carries a gain map, as
-its MPF second picture, that a strict decoder (TurboJPEG, warnings fatal) reads; the SDR
-picture is the seed's, block by block.
+map (it is made SDR, with a warning); a photo is made HDR only from a gain map that a strict
+decoder (TurboJPEG and libvips, warnings fatal) reads, and a variant marked ``"hdr": true``
+carries a gain map, as its MPF second picture, that the strict decoder reads (imgwarm
+re-encodes it, so this one alone would never see a damaged source); the SDR picture is the
+seed's, block by block.
 """
 
 from __future__ import annotations
@@ -466,6 +468,19 @@ def gain_of_variant(data: bytes) -> bytes | None:
     return None if parts is None or not parts[1] else parts[1]
 
 
+def source_gain(data: bytes) -> bytes | None:
+    """The gain map a reader takes from a source: libultrahdr's (through libvips' uhdrload),
+    which need not be where a lying MPF points; else the MPF second picture."""
+    try:
+        header = pyvips.Image.uhdrload_buffer(data, access="sequential")
+        if header.get_typeof("gainmap-data"):
+            return bytes(header.get("gainmap-data"))
+    except pyvips.Error:
+        pass
+    parts = split(data)
+    return parts[1] if parts and parts[1] else None
+
+
 def strict_gain(gain: bytes) -> str | None:
     """Why a strict decoder refuses the gain map's JPEG (None: it reads it whole)."""
     if not fuzz_jpeg.strict_decodes(gain):
@@ -519,6 +534,12 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
             if found.get("warnings"):
                 report.made_sdr_warned += 1
                 report.sdr_warned_by_kind[case.kind] += 1
+        used = source_gain(case.data)
+        why_source = "no gain map found" if used is None else strict_gain(used)
+        if hdr and why_source is not None:  # a damaged gain map decoded leniently, published
+            report.find("HDR from a gain map strict refuses",
+                        f"{case.name}: made HDR, though its gain map is refused strictly: "
+                        f"{why_source}", case)
         for variant in hdr:
             data = (origin / variant["path"]).read_bytes()
             gain = gain_of_variant(data)
@@ -528,7 +549,7 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
                             f"{case.name}: {variant['path']} is marked HDR, and its gain map "
                             f"is refused strictly: {why}", case)
                 break
-        if strict_gain(split(case.data)[1] if split(case.data) else b"") is not None:
+        if why_source is not None:
             report.strict_refused_accepted += 1
             report.compared_by_kind[case.kind] += 1
         seed = seed_out.get(case.seed)
