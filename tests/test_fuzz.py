@@ -26,9 +26,9 @@ from tests.support.fuzzing import (
 pytestmark = pytest.mark.slow
 
 CASES = int(os.environ.get("IMGWARM_FUZZ_CASES", "300"))
-# Per other source format: 120 meets every mutation of its table at least 10 times.
-FORMAT_CASES = int(os.environ.get("IMGWARM_FUZZ_FORMAT_CASES", "120"))
-GAINMAP_CASES = int(os.environ.get("IMGWARM_FUZZ_GAINMAP_CASES", "88"))
+# Per other source format: 250 meets every mutation of its table at least 20 times.
+FORMAT_CASES = int(os.environ.get("IMGWARM_FUZZ_FORMAT_CASES", "250"))
+GAINMAP_CASES = int(os.environ.get("IMGWARM_FUZZ_GAINMAP_CASES", "132"))
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,14 @@ seed's, block by block.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
 import struct
+import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -468,13 +472,27 @@ def gain_of_variant(data: bytes) -> bytes | None:
     return None if parts is None or not parts[1] else parts[1]
 
 
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def source_gain(data: bytes) -> bytes | None:
     """The gain map a reader takes from a source: libultrahdr's (through libvips' uhdrload),
     which need not be where a lying MPF points; else the MPF second picture."""
     try:
-        header = pyvips.Image.uhdrload_buffer(data, access="sequential")
-        if header.get_typeof("gainmap-data"):
-            return bytes(header.get("gainmap-data"))
+        with _quiet_stdout():  # libultrahdr prints XML errors to fd 1: not into bench output
+            header = pyvips.Image.uhdrload_buffer(data, access="sequential")
+            if header.get_typeof("gainmap-data"):
+                return bytes(header.get("gainmap-data"))
     except pyvips.Error:
         pass
     parts = split(data)

@@ -14,7 +14,8 @@ gain-map cases in fuzz_gainmap.py. All cases and seeds of a format go through on
   clean seed's output, 8x8 block by block: none may differ visibly (a damaged picture must
   never be published);
 - a case that the strict decoder accepts is never refused as corrupt (a picture that
-  decodes strictly is never refused).
+  decodes strictly is never refused), and every seed of a format this build decodes is made
+  (in the same workers as the cases: a hostile file must not spoil the next ones).
 
 With ``memory=True`` the run's processes are sampled: the peak of their anonymous memory,
 together, is what the ``max_memory`` setting bounds.
@@ -263,6 +264,11 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
     report = Report(cases=len(cases))
     results = run_checked(workdir, seed_dir, case_dir, report, widths, settings, memory)
     seed_out = {Path(s).name: r for s, r in results.items() if Path(s).parent == seed_dir}
+    format_name = cases[0].format if cases else "jpeg"
+    if format_name != "jpeg" and FORMATS[format_name].decodable:
+        for name, found in sorted(seed_out.items()):  # whole files: a refusal is a defect,
+            if not found["ok"]:                        # one an earlier case caused, often
+                report.find("clean seed refused", f"seed {name} refused: {found['error']}")
     for case in cases:
         found = results.get(str(case_dir / case.file))
         if found is None:
