@@ -46,9 +46,9 @@ from tests.support.fuzzing import (
     VISIBLE,
     Case,
     Report,
-    _pixels,
-    _widest,
+    rgb_pixels,
     run_checked,
+    widest,
     worst_block,
     write_inputs,
 )
@@ -62,7 +62,7 @@ XMP_NS = b"http://ns.adobe.com/xap/1.0/\x00"
 
 
 def _segments(data: bytes) -> list[tuple[int, int, int]]:
-    return fuzz_jpeg._segments(data)
+    return fuzz_jpeg.header_segments(data)
 
 
 def _mpf(primary: bytes) -> tuple[int, str, int] | None:
@@ -408,7 +408,7 @@ def iso_block(rng: random.Random, data: bytes) -> bytes | None:
 MUTATIONS: dict[str, Mutation] = {
     "gm-flip-scan": _on_gain(fuzz_jpeg.flip_scan),
     "gm-frame-type": gm_frame_type,
-    "gm-tables": _on_gain(lambda rng, gain: fuzz_jpeg._damage_table(
+    "gm-tables": _on_gain(lambda rng, gain: fuzz_jpeg.damage_table(
         rng.choice([0xC4, 0xDB]))(rng, gain)),
     "gm-marker-in-scan": _on_gain(fuzz_jpeg.marker_in_scan),
     "gm-dimensions": gm_dimensions,
@@ -524,9 +524,9 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
     results = run_checked(workdir, seed_dir, case_dir, report, widths, settings, memory)
     origin = workdir / "var" / "origin"
     seed_out = {Path(s).name: r for s, r in results.items() if Path(s).parent == seed_dir}
-    for name, found in seed_out.items():
-        if not found["ok"] or not any(v.get("hdr") for v in found["variants"]):
-            report.find("seed not HDR", f"seed {name} was not made HDR: {found}")
+    for name, made in seed_out.items():
+        if not made["ok"] or not any(v.get("hdr") for v in made["variants"]):
+            report.find("seed not HDR", f"seed {name} was not made HDR: {made}")
     for case in cases:
         found = results.get(str(case_dir / case.file))
         if found is None:
@@ -573,12 +573,13 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
         seed = seed_out.get(case.seed)
         if seed is None or not seed["ok"]:
             continue
-        mine, theirs = _widest(found), _widest(seed)
+        mine, theirs = widest(found), widest(seed)
         if (mine["width"], mine["height"]) != (theirs["width"], theirs["height"]):
             report.find("SDR picture differs", f"{case.name}: made {mine['width']}x"
                         f"{mine['height']}, its seed {theirs['width']}x{theirs['height']}", case)
             continue
-        worst = worst_block(_pixels(origin / mine["path"]), _pixels(origin / theirs["path"]))
+        worst = worst_block(rgb_pixels(origin / mine["path"]),
+                            rgb_pixels(origin / theirs["path"]))
         if worst > VISIBLE:
             report.find("SDR picture differs", f"{case.name}: an 8x8 block of the SDR picture "
                         f"differs from the seed's by {worst:.1f} on average", case)

@@ -77,7 +77,7 @@ def corpus_seeds(corpus: Path, *, max_bytes: int = 200_000,
 
 # --- mutations --------------------------------------------------------------------------------
 
-def _segments(data: bytes) -> list[tuple[int, int, int]]:
+def header_segments(data: bytes) -> list[tuple[int, int, int]]:
     """(marker, start, end) of each header segment up to and including the first SOS."""
     found, pos = [], 2
     while pos + 4 <= len(data) and data[pos] == 0xFF:
@@ -91,7 +91,7 @@ def _segments(data: bytes) -> list[tuple[int, int, int]]:
 
 
 def _scan(data: bytes) -> tuple[int, int]:
-    segments = _segments(data)
+    segments = header_segments(data)
     start = segments[-1][2] if segments and segments[-1][0] == 0xDA else len(data) // 2
     return start, max(start + 1, len(data) - 2)
 
@@ -131,7 +131,7 @@ def truncate(rng: random.Random, data: bytes) -> bytes:
 
 
 def duplicate_segment(rng: random.Random, data: bytes) -> bytes | None:
-    segments = _segments(data)[:-1]
+    segments = header_segments(data)[:-1]
     if not segments:
         return None
     _, a, b = rng.choice(segments)
@@ -139,16 +139,16 @@ def duplicate_segment(rng: random.Random, data: bytes) -> bytes | None:
 
 
 def remove_segment(rng: random.Random, data: bytes) -> bytes | None:
-    segments = _segments(data)[:-1]
+    segments = header_segments(data)[:-1]
     if not segments:
         return None
     _, a, b = rng.choice(segments)
     return data[:a] + data[b:]
 
 
-def _damage_table(marker: int) -> Mutation:
+def damage_table(marker: int) -> Mutation:
     def damage(rng: random.Random, data: bytes) -> bytes | None:
-        tables = [(a, b) for m, a, b in _segments(data) if m == marker]
+        tables = [(a, b) for m, a, b in header_segments(data) if m == marker]
         if not tables:
             return None
         a, b = rng.choice(tables)
@@ -161,7 +161,7 @@ def _damage_table(marker: int) -> Mutation:
 
 
 def odd_dimensions(rng: random.Random, data: bytes) -> bytes | None:
-    frames = [a for m, a, _ in _segments(data) if m in (0xC0, 0xC1, 0xC2)]
+    frames = [a for m, a, _ in header_segments(data) if m in (0xC0, 0xC1, 0xC2)]
     if not frames:
         return None
     at = frames[0] + 5
@@ -173,7 +173,7 @@ def odd_dimensions(rng: random.Random, data: bytes) -> bytes | None:
 def frame_type(rng: random.Random, data: bytes) -> bytes | None:
     """The frame marker made another SOFn: as a fuzz campaign found, a DCT file labelled
     lossless (SOF3) crashed the shrunk decode."""
-    frames = [a for m, a, _ in _segments(data) if m in FRAMES]
+    frames = [a for m, a, _ in header_segments(data) if m in FRAMES]
     if not frames:
         return None
     at = frames[0] + 1
@@ -183,7 +183,7 @@ def frame_type(rng: random.Random, data: bytes) -> bytes | None:
 
 def stray_in_header(rng: random.Random, data: bytes) -> bytes | None:
     """Junk before a header marker: harmless, and must give the seed's picture."""
-    segments = _segments(data)
+    segments = header_segments(data)
     if not segments:
         return None
     _, at, _ = rng.choice(segments)
@@ -244,8 +244,8 @@ MUTATIONS: dict[str, Mutation] = {
     "truncate": truncate,
     "duplicate-segment": duplicate_segment,
     "remove-segment": remove_segment,
-    "huffman": _damage_table(0xC4),
-    "quantisation": _damage_table(0xDB),
+    "huffman": damage_table(0xC4),
+    "quantisation": damage_table(0xDB),
     "dimensions": odd_dimensions,
     "frame-type": frame_type,
     "stray-header": stray_in_header,

@@ -182,11 +182,11 @@ def run_imgwarm(workdir: Path, *folders: Path, widths: str | None = None, worker
         return subprocess.CompletedProcess(args, run.returncode, out.read(), err.read()), peak
 
 
-def _widest(result: dict[str, Any]) -> dict[str, Any]:
+def widest(result: dict[str, Any]) -> dict[str, Any]:
     return max((v for v in result["variants"] if v["format"] == "webp"), key=lambda v: v["width"])
 
 
-def _pixels(path: Path) -> np.ndarray[Any, Any]:
+def rgb_pixels(path: Path) -> np.ndarray[Any, Any]:
     """The picture as RGB, transparency flattened on white (pixels under full transparency
     are no part of what anyone sees)."""
     with Image.open(path) as image:
@@ -241,8 +241,8 @@ def run_checked(workdir: Path, seed_dir: Path, case_dir: Path, report: Report,
     inputs = {str(p) for p in [*seed_dir.iterdir(), *case_dir.iterdir()]}
     missing, extra = inputs - set(results), set(results) - inputs
     if missing or extra or len(lines) != len(inputs):
-        report.find("JSON lines", f"JSON lines do not match the inputs: missing "
-                    f"{sorted(missing)[:3]}, extra {sorted(extra)[:3]}")
+        report.find("JSON lines", f"{len(lines)} lines on stdout for {len(inputs)} inputs: "
+                    f"missing {sorted(missing)[:3]}, extra {sorted(extra)[:3]}")
     for found in results.values():
         error = found.get("error") or ""
         for word, kind in (("internal error", "internal error"), ("crashed", "decoder crash")):
@@ -266,9 +266,9 @@ def check(workdir: Path, seeds: dict[str, bytes], cases: list[Case],
     seed_out = {Path(s).name: r for s, r in results.items() if Path(s).parent == seed_dir}
     format_name = cases[0].format if cases else "jpeg"
     if format_name != "jpeg" and FORMATS[format_name].decodable:
-        for name, found in sorted(seed_out.items()):  # whole files: a refusal is a defect,
-            if not found["ok"]:                        # one an earlier case caused, often
-                report.find("clean seed refused", f"seed {name} refused: {found['error']}")
+        for name, made in sorted(seed_out.items()):  # whole files: a refusal is a defect,
+            if not made["ok"]:                        # one an earlier case caused, often
+                report.find("clean seed refused", f"seed {name} refused: {made['error']}")
     for case in cases:
         found = results.get(str(case_dir / case.file))
         if found is None:
@@ -342,11 +342,12 @@ def _compare(workdir: Path, case: Case, found: dict[str, Any],
         why = seed["error"] if seed else "no result"
         return [f"{case.name}: accepted, refused strictly, and its seed gives no picture "
                 f"({why})"]
-    mine, theirs = _widest(found), _widest(seed)
+    mine, theirs = widest(found), widest(seed)
     if (mine["width"], mine["height"]) != (theirs["width"], theirs["height"]):
         return [f"{case.name}: accepted, refused strictly, and its size differs from the seed's"]
     origin = workdir / "var" / "origin"
-    worst = worst_block(_pixels(origin / mine["path"]), _pixels(origin / theirs["path"]))
+    worst = worst_block(rgb_pixels(origin / mine["path"]),
+                        rgb_pixels(origin / theirs["path"]))
     if worst > VISIBLE:
         return [f"{case.name}: accepted, refused strictly, and an 8x8 block differs from the "
                 f"seed's output by {worst:.1f} on average"]
