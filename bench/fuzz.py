@@ -166,14 +166,16 @@ def formats(per_format: int, gainmap_cases: int, seed: int, max_memory: str,
           f"mutated Ultra HDR JPEGs; max_memory {max_memory}; a run of one small PNG peaks at "
           f"{idle / MIB:.0f} MiB (its workers, idle)\n")
     print("| format | cases | accepted | refused | accepted though strict refuses (compared) "
-          "| findings | internal errors | peak MiB (all processes) | over max_memory | "
-          "seconds |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+          "| findings | internal errors | peak MiB (all processes) | above the idle run MiB "
+          "| over max_memory | seconds |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for name, r in reports.items():
+        # the bound is on all of it: idle workers count (issue 38), the margin says how far
         over = "**yes**" if r.peak_memory > bound else "no"
         print(f"| {name} | {r.cases} | {r.accepted} | {r.refused} | "
               f"{r.strict_refused_accepted} | {len(r.findings)} | {r.internal_errors} | "
-              f"{r.peak_memory / MIB:.0f} | {over} | {r.seconds:.0f} |")
+              f"{r.peak_memory / MIB:.0f} | {(r.peak_memory - idle) / MIB:.0f} | {over} | "
+              f"{r.seconds:.0f} |")
     print("\n| format | mutation | cases | accepted | refused | compared | findings | "
           "internal errors |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
