@@ -1,8 +1,15 @@
 """Fuzz imgwarm optimize at scale, and measure its peak memory on the worst inputs we can build.
 
-    fuzz      thousands of mutated JPEGs (tests/fuzzing.py: the same mutations and invariants
-              as the test, more cases), on the full-size and shrink-on-load paths; prints
-              cases, accepted, refused and findings, per mutation.
+    fuzz      thousands of mutated JPEGs (tests/support/fuzzing.py: the same mutations and
+              invariants as the test, more cases), on the full-size and shrink-on-load paths;
+              prints cases, accepted, refused and findings, per mutation.
+    --formats thousands of mutated sources of every other format (PNG, WebP, AVIF, HEIC, TIFF,
+              GIF: tests/support/fuzz_formats.py) and hundreds of mutated Ultra HDR JPEGs
+              (tests/support/fuzz_gainmap.py), one run a format under max_memory (256M unless
+              --max-memory), its processes' memory sampled; prints per format and mutation:
+              cases, accepted, refused, accepted though the strict decoder refuses
+              (compared), findings, internal errors; the classes of findings with an example
+              each; each run's peak (all its processes' anonymous memory) against max_memory.
     --memory  peak RSS (the kernel's count, for the whole imgwarm process) for hostile and
               very large inputs, next to imgwarm's own estimate and the max_memory budget:
               EXIF count and overlap bombs, progressive CMYK 10000x10000 alone and two at once,
@@ -12,6 +19,9 @@ Usage:
     .venv/bin/python bench/fuzz.py                    # 3000 cases on each path
     .venv/bin/python bench/fuzz.py --cases 10000 --seed 11
     .venv/bin/python bench/fuzz.py --memory
+    .venv/bin/python bench/fuzz.py --formats          # 3000 other sources, 220 gain maps
+    .venv/bin/python bench/fuzz.py --formats --format-cases 600 --gainmap-cases 44  # a fifth
+    .venv/bin/python bench/fuzz.py --formats --only gif,tiff --format-cases 1000 --gainmap-cases 0
 
 Results are printed as Markdown and written to bench/results/fuzz.json.
 """
@@ -29,13 +39,18 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from tests.support import hostile  # noqa: E402
+from tests.support import fuzz_gainmap, hostile  # noqa: E402
 from tests.support.corpus import corpus_dir  # noqa: E402
+from tests.support.fuzz_formats import FORMATS, OTHERS  # noqa: E402
 from tests.support.fuzzing import (  # noqa: E402
     MUTATIONS,
+    Case,
+    Report,
     check,
     corpus_seeds,
+    format_cases,
     make_cases,
+    run_imgwarm,
     synthetic_seeds,
 )
 from tests.support.images import photo  # noqa: E402
@@ -70,6 +85,132 @@ def fuzz(count: int, seed: int) -> dict[str, Any]:
         print(f"| {kind} | {first['accepted_by_kind'].get(kind, 0)} | "
               f"{first['refused_by_kind'].get(kind, 0)} |")
     return results
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(text[:-1]) * units[text[-1].upper()]) if text[-1].isalpha() else int(text)
+
+
+def _idle(max_memory: str) -> int:
+    """The peak of a run that makes one small PNG: the workers alone, nearly idle."""
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "in"
+        folder.mkdir()
+        (folder / "small.png").write_bytes(bytes(photo(64, 48).pngsave_buffer()))
+        _, peak = run_imgwarm(Path(work), folder, settings={"max_memory": max_memory},
+                              memory=True)
+    return peak
+
+
+def _declared(data: bytes) -> int:
+    """The pixels a file's header declares (0 when libvips cannot read its header)."""
+    import pyvips
+
+    try:
+        image = pyvips.Image.new_from_buffer(data, "")
+    except Exception:  # pyvips.Error, or what a hostile header makes pyvips raise
+        return 0
+    return int(image.width * image.height)
+
+
+def _largest_alone(cases: list[Case], max_memory: str, count: int = 3) -> list[dict[str, Any]]:
+    """The cases declaring the most pixels (within the default max_pixels), each run alone:
+    which input took a run's peak."""
+    sized = sorted(((_declared(c.data), c) for c in cases), key=lambda p: (p[0], p[1].name))
+    rows = []
+    for pixels, case in [p for p in sized if 0 < p[0] <= 100_000_000][-count:]:
+        with tempfile.TemporaryDirectory() as work:
+            folder = Path(work) / "in"
+            folder.mkdir()
+            (folder / case.file).write_bytes(case.data)
+            done, peak = run_imgwarm(Path(work), folder, settings={"max_memory": max_memory},
+                                     memory=True)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        found = json.loads(lines[0]) if lines else {}
+        rows.append({"case": case.name, "bytes": len(case.data), "declared_pixels": pixels,
+                     "peak_mib": round(peak / MIB), "ok": found.get("ok"),
+                     "error": (found.get("error") or "")[-160:]})
+    return rows
+
+
+def formats(per_format: int, gainmap_cases: int, seed: int, max_memory: str,
+            only: tuple[str, ...] = OTHERS) -> dict[str, Any]:
+    """Every other source format (or ``only`` those), then gain maps, each in one run under
+    ``max_memory``."""
+    bound = _size(max_memory)
+    idle = _idle(max_memory)
+    reports: dict[str, Report] = {}
+    kinds: dict[str, list[str]] = {}
+    largest: dict[str, list[dict[str, Any]]] = {}
+    for name in only if per_format else ():
+        fmt = FORMATS[name]
+        cases = format_cases(name, per_format, seed=seed)
+        with tempfile.TemporaryDirectory() as work:
+            reports[name] = check(Path(work), fmt.seeds(), cases,
+                                  settings={"max_memory": max_memory}, memory=True)
+        kinds[name] = sorted(fmt.mutations)
+        largest[name] = _largest_alone(cases, max_memory)
+        print(f"{name}: {len(cases)} cases, {reports[name].seconds:.0f} s", file=sys.stderr)
+    if gainmap_cases:
+        gain_seeds = fuzz_gainmap.seeds()
+        gain_cases = fuzz_gainmap.make_cases(gain_seeds, gainmap_cases, seed=seed,
+                                             heavy_every=3)
+        with tempfile.TemporaryDirectory() as work:
+            reports["gain map"] = fuzz_gainmap.check(Path(work), gain_seeds, gain_cases,
+                                                     settings={"max_memory": max_memory},
+                                                     memory=True)
+        kinds["gain map"] = sorted(fuzz_gainmap.MUTATIONS)
+    total = sum(r.cases for n, r in reports.items() if n != "gain map")
+    print(f"{total} mutated non-JPEG sources ({per_format} a format) and {gainmap_cases} "
+          f"mutated Ultra HDR JPEGs; max_memory {max_memory}; a run of one small PNG peaks at "
+          f"{idle / MIB:.0f} MiB (its workers, idle)\n")
+    print("| format | cases | accepted | refused | accepted though strict refuses (compared) "
+          "| findings | internal errors | peak MiB (all processes) | above the idle run MiB "
+          "| over max_memory | seconds |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for name, r in reports.items():
+        # the bound is on all of it: idle workers count (issue 38), the margin says how far
+        over = "**yes**" if r.peak_memory > bound else "no"
+        print(f"| {name} | {r.cases} | {r.accepted} | {r.refused} | "
+              f"{r.strict_refused_accepted} | {len(r.findings)} | {r.internal_errors} | "
+              f"{r.peak_memory / MIB:.0f} | {(r.peak_memory - idle) / MIB:.0f} | {over} | "
+              f"{r.seconds:.0f} |")
+    print("\n| format | mutation | cases | accepted | refused | compared | findings | "
+          "internal errors |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, r in reports.items():
+        for kind in kinds[name]:
+            accepted, refused = r.accepted_by_kind[kind], r.refused_by_kind[kind]
+            print(f"| {name} | {kind} | {accepted + refused} | {accepted} | {refused} | "
+                  f"{r.compared_by_kind[kind]} | {r.findings_by_kind[kind]} | "
+                  f"{r.errors_by_kind[kind]} |")
+    print("\n| format | class of finding | count | example |\n|---|---|---:|---|")
+    for name, r in reports.items():
+        for cls, count in sorted(r.classes.items()):
+            example = r.examples[cls].replace("|", "\\|").replace("\n", " ")[:200]
+            print(f"| {name} | {cls} | {count} | `{example}` |")
+    gain = reports.get("gain map")
+    if isinstance(gain, fuzz_gainmap.GainReport):
+        print(f"\nGain maps: {gain.hdr} accepted as HDR, {gain.made_sdr} made SDR "
+              f"({gain.made_sdr_warned} with a warning), {gain.refused} refused.")
+    if largest:
+        print("\nThe cases declaring the most pixels, each run alone (peak: all processes):\n")
+        print("| format | case | bytes | declared MP | peak MiB | over max_memory | outcome |")
+        print("|---|---|---:|---:|---:|---|---|")
+    for name, rows in largest.items():
+        for row in rows:
+            over = "**yes**" if row["peak_mib"] * MIB > bound else "no"
+            outcome = "made" if row["ok"] else row["error"].split(": ", 1)[-1][:70]
+            print(f"| {name} | {row['case']} | {row['bytes']} | "
+                  f"{row['declared_pixels'] / 1e6:.1f} | {row['peak_mib']} | {over} | "
+                  f"{outcome.replace('|', '/')} |")
+    runs_over = sum(r.peak_memory > bound for r in reports.values())
+    print(f"Runs over max_memory: {runs_over} of {len(reports)}.")
+    return {"max_memory": max_memory, "idle_peak_mib": round(idle / MIB),
+            "runs_over_max_memory": runs_over, "largest_alone": largest,
+            "reports": {n: r.as_dict() | {"finding_texts": r.findings[:50]}
+                        for n, r in reports.items()}}
 
 
 def _inputs(folder: Path) -> list[tuple[str, list[Path]]]:
@@ -154,6 +295,16 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=3000, help="cases per path")
     parser.add_argument("--seed", type=int, default=7, help="random seed of the mutations")
     parser.add_argument("--memory", action="store_true", help="measure peak RSS instead")
+    parser.add_argument("--formats", action="store_true",
+                        help="fuzz every other source format and gain maps instead")
+    parser.add_argument("--format-cases", type=int, default=3000,
+                        help="with --formats: mutated non-JPEG sources, shared by the formats")
+    parser.add_argument("--gainmap-cases", type=int, default=220,
+                        help="with --formats: mutated Ultra HDR JPEGs")
+    parser.add_argument("--only", default=",".join(OTHERS),
+                        help="with --formats: the formats to fuzz (comma-separated)")
+    parser.add_argument("--max-memory", default="256M",
+                        help="with --formats: the max_memory setting of the runs")
     parser.add_argument("--inputs", type=Path, default=HERE / "results" / "memory-inputs",
                         help="where the large inputs are written (kept for the next run)")
     args = parser.parse_args()
@@ -162,6 +313,14 @@ def main() -> None:
     results: dict[str, Any] = json.loads(found)
     if args.memory:
         results["memory"] = memory(args.inputs)
+    elif args.formats:
+        only = tuple(n for n in args.only.split(",") if n)
+        unknown = set(only) - set(OTHERS)
+        if unknown:
+            parser.error(f"--only: {sorted(unknown)} not among {', '.join(OTHERS)}")
+        per_format = -(-args.format_cases // len(only)) if only else 0
+        results["formats"] = formats(per_format, args.gainmap_cases, args.seed, args.max_memory,
+                                     only)
     else:
         results["fuzz"] = fuzz(args.cases, args.seed)
     OUTPUT.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")

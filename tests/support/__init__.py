@@ -5,8 +5,11 @@
 - parts.py: a real part (program, root) found, or the test skipped with the reason (failed on CI)
 - corpus.py: tests/corpus/ as test cases, and one real run over it
 - files.py, cli.py: the repository's root, files under a folder; the CLI in-process
-- images.py, hostile.py, hostile_logs.py, fuzzing.py, measure.py: test images, hostile inputs
-  and logs, the fuzzer's mutations and invariants, memory measures
+- images.py, hostile.py, hostile_logs.py, measure.py: test images, hostile inputs and logs,
+  memory measures
+- fuzzing.py, fuzz_*.py: the fuzzer's run and invariants; its table of source formats
+  (fuzz_formats.py: seeds, mutations, strict decoders), JPEG's (fuzz_jpeg.py), byte and
+  container mutations (fuzz_bytes.py, fuzz_containers.py), gain maps (fuzz_gainmap.py)
 - pipeline.py: the pipeline run on test bytes
 - sites.py, tmpfs.py, logs.py, lifecycle.py: a site with real variants in front of tiers, a
   real tmpfs, access logs, what a site's stores hold
