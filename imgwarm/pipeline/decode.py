@@ -40,10 +40,14 @@ the end ("143667 extraneous bytes before marker 0xd9") tells.
 
 from __future__ import annotations
 
+import io
+import warnings
+
 import numpy
 import pyvips
 import simplejpeg
 from numpy.typing import NDArray
+from PIL import Image
 
 from imgwarm.exceptions import CorruptImage
 from imgwarm.pipeline.probe import Probe, loader
@@ -79,6 +83,8 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     libjpeg warns about; PNG errors come later, from libvips, as pyvips.Error."""
     if probe.format == "png":
         return pyvips.Image.pngload_buffer(probe.data, fail_on="error", access="sequential")
+    if probe.format == "gif":
+        _gif_whole(probe.data, name)
     if probe.format != "jpeg":  # WebP, HEIF, TIFF, GIF: whole, by their own loaders
         image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
         return _with_profile(image, probe)
@@ -95,6 +101,23 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
         numpy.subtract(255, pixels, out=pixels)  # Adobe CMYK is stored inverted; in place
     image = pyvips.Image.new_from_memory(pixels.data, columns, rows, bands, "uchar")
     return _with_profile(image.copy(interpretation=interpretation), probe)
+
+
+def _gif_whole(data: bytes, name: str) -> None:
+    """CorruptImage unless Pillow's GIF decoder reads the first frame to its last pixel.
+    libnsgif (libvips' gifload) says nothing when the LZW data ends early or is zeroed: it
+    leaves the rest of the frame as it was, and the picture came out with whole bands
+    wrong, even with fail_on="warning" (fuzzed: a zeroed run, a bad code size, a frame
+    larger than the screen). Pillow counts the pixels ("image file is truncated")."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(data), formats=["GIF"]) as picture:
+                picture.load()
+        except Image.DecompressionBombError:
+            return  # max_pixels raised past Pillow's own cap: libnsgif's verdict alone
+        except Exception as error:  # Pillow raises what its plugin raises: all refusals
+            raise CorruptImage(name, f"corrupt or truncated GIF data ({error})") from None
 
 
 def _strict(probe: Probe, space: str, name: str, min_width: int = 0,

@@ -40,6 +40,25 @@ def gif_with_a_zeroed_run() -> bytes:
     return bytes(data)
 
 
+def gif_cut_short(blocks: int = 5) -> bytes:
+    """The GIF with its frame's LZW data ending after ``blocks`` sub-blocks, then the frame's
+    terminator and the trailer, as if its middle were lost: libnsgif says nothing, even with
+    fail_on="warning", and leaves the rest of the frame blank."""
+    data = bytes(PHOTO.gifsave_buffer())
+    pos = 13 + (3 << ((data[10] & 7) + 1) if data[10] & 0x80 else 0)
+    while data[pos] == 0x21:  # extensions: label, then sub-blocks
+        pos += 2
+        while data[pos]:
+            pos += data[pos] + 1
+        pos += 1
+    assert data[pos] == 0x2C  # the image descriptor
+    flags = data[pos + 9]
+    pos += 10 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0) + 1  # past the code size
+    for _ in range(blocks):
+        pos += data[pos] + 1
+    return data[:pos] + b"\x00\x3b"
+
+
 def strip_tiff(count_fraction: float) -> bytes:
     """A 64x64 uncompressed strip TIFF whose StripByteCounts says ``count_fraction`` of the
     strip (the file itself whole): libtiff reads so much and warns that the rest is missing."""
@@ -68,7 +87,15 @@ def test_a_gif_with_damaged_frame_data_is_refused(settings: Settings) -> None:
     data = gif_with_a_zeroed_run()
     assert mean_delta_e(_lenient("gifload_buffer", data), PHOTO) > 3  # what was published
     said = refused(data, "damaged.gif", settings)
-    assert "corrupt or truncated GIF data (gifload_buffer: Invalid frame data)" in said
+    assert "damaged.gif: corrupt or truncated GIF data (" in said
+
+
+def test_a_gif_whose_frame_data_ends_early_is_refused(settings: Settings) -> None:
+    data = gif_cut_short()
+    lenient = pyvips.Image.gifload_buffer(data, fail_on="warning").copy_memory()
+    assert mean_delta_e(lenient, PHOTO) > 3  # libnsgif's strictest read: published before
+    said = refused(data, "short.gif", settings)
+    assert "corrupt or truncated GIF data (image file is truncated" in said
 
 
 def test_a_tiff_strip_shorter_than_its_rows_is_refused(settings: Settings) -> None:

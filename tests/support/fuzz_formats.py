@@ -122,8 +122,9 @@ def avif_seeds() -> dict[str, bytes]:
 def tiff_seeds() -> dict[str, bytes]:
     image = _picture()
     grey = image.colourspace("b-w")
-    sixteen = (image.cast("ushort") * 257).copy(interpretation="rgb16")
-    grey16 = (grey.cast("ushort") * 257).copy(interpretation="grey16")
+    # (times 257 gives floats: cast back, or the seed is a float scRGB TIFF)
+    sixteen = (image.cast("ushort") * 257).cast("ushort").copy(interpretation="rgb16")
+    grey16 = (grey.cast("ushort") * 257).cast("ushort").copy(interpretation="grey16")
     tiled = {"tile": True, "tile_width": 32, "tile_height": 32}
 
     def save(picture: pyvips.Image, **options: object) -> bytes:
@@ -209,6 +210,9 @@ def strict_decodes(format_name: str, data: bytes) -> bool:
             return False
         image.avg()
     except pyvips.Error:
+        return False
+    except UnicodeDecodeError:  # an error text with the file's raw bytes (libheif quotes a
+        pyvips.vips_lib.vips_error_clear()  # FourCC): a refusal, and pyvips left it unread
         return False
     if not fmt.pillow or image.width * image.height > PILLOW_PIXELS:
         return True
