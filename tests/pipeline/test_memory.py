@@ -196,7 +196,7 @@ def test_the_sum_of_running_decodes_stays_under_max_memory(
     for i in range(3):
         tiny.append(str(tmp_path / f"tiny-{i}.jpg"))
         Path(tiny[-1]).write_bytes(plain_jpeg())
-    budget = 400 * MIB  # (estimated 352 MiB each)
+    budget = 400 * MIB  # (estimated 352 MiB each; and it holds 2 workers, not 3: all the same)
 
     def make(limit: int, *files: str) -> tuple[int, int]:
         out = tmp_path / f"out-{limit}-{len(files)}"

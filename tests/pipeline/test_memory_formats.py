@@ -133,3 +133,58 @@ def test_a_run_of_every_format_stays_under_max_memory(
     assert idle_status == 0 and status in (0, 1)  # (1: some refused, over the limit alone)
     assert peak - idle <= limit, f"{(peak - idle) / MIB:.0f} MiB over an idle run"
 
+
+# --- idle workers ------------------------------------------------------------------------------
+
+def test_an_idle_worker_holds_no_more_than_max_memory_counts_for_it() -> None:
+    """A worker that has made a source and waits (libvips, numpy, pydantic loaded)."""
+    from imgwarm.config.image import IDLE_WORKER
+    from imgwarm.manifest import Credits
+    from imgwarm.pipeline.isolate import Isolated
+
+    with Isolated(1) as pool:
+        pool.make(plain_jpeg(), "tiny.jpg", load_settings().image, Credits())
+        (pid,) = pool.pids()
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
+    assert 40 * MIB < rss <= IDLE_WORKER
+
+
+def test_max_memory_caps_the_workers_with_a_warning() -> None:
+    from imgwarm.cli.make import PRESTART_MOST
+    from imgwarm.pipeline.batch import batch_workers
+
+    assert load_settings().image.memory_workers() == PRESTART_MOST == 11  # 1G, the default
+    with pytest.warns(RuntimeWarning, match=r"imgwarm: 1 worker\(s\), not 16: max_memory "
+                      r"\(64 MiB\) holds 1 idle worker\(s\) at 72 MiB each and one "
+                      r"12-megapixel photo's decode \(200 MiB\); raise max_memory for more"):
+        assert batch_workers(load_settings(max_memory="64M", workers=16), 20) == 1
+    assert batch_workers(load_settings(max_memory="4G", workers=16), 20) == 16
+
+
+@pytest.mark.slow
+def test_a_run_never_starts_more_workers_than_max_memory_holds(tmp_path: Path) -> None:
+    """16 workers asked for with max_memory=64M held 1.1 GiB idle: now one starts, even ahead
+    of the settings (the whole run's own memory, not above anything)."""
+    tiny = []
+    for i in range(16):
+        tiny.append(tmp_path / f"tiny-{i}.jpg")
+        tiny[-1].write_bytes(plain_jpeg(seed=i))
+    status, peak = _run(tiny, 16, 64 * MIB, tmp_path / "run")
+    assert status == 0
+    assert peak <= 64 * MIB + IDLE_RUN_CLI, f"{peak / MIB:.0f} MiB"
+
+
+IDLE_RUN_CLI = 64 * MIB  # the optimize process itself (no pyvips: reads files, writes them)
+
+
+def test_the_queue_workers_pool_is_read_from_celerys_options() -> None:
+    """``imgwarm worker -c N``: N is taken out of Celery's options and capped like
+    optimize's workers (worker() passes the capped number on)."""
+    from imgwarm.cli.queue import _concurrency
+
+    assert _concurrency(("-c", "4", "-n", "w1")) == (4, ["-n", "w1"])
+    assert _concurrency(("-c3", "--concurrency=16", "-l", "DEBUG")) == (16, ["-l", "DEBUG"])
+    assert _concurrency(("--loglevel", "INFO")) == (None, ["--loglevel", "INFO"])
+    small = load_settings(max_memory="300M").image
+    assert small.workers_within_memory(16)[0] == 1
