@@ -410,3 +410,18 @@ def test_a_queued_delete_takes_the_source_down(local_queue: Queue) -> None:
     assert isinstance(local_queue.stores().manifests.record("up/ad-3/bike.jpg"), Tombstone)
     unknown = enqueue_delete("up/never.jpg", settings=local_queue.settings()).wait(timeout=60)
     assert unknown["ok"] is False and "up/never.jpg: no manifest" in unknown["error"]
+
+
+def test_the_pool_holds_no_more_processes_than_max_memory(redis_server: RedisServer,
+                                                          tmp_path: Path) -> None:
+    """Each pool process holds its idle memory (68 MiB): at max_memory=64M, --concurrency 16
+    starts one, and the log says why."""
+    from tests.support.queues import FAST
+
+    queue = Queue(tmp_path, redis_server, None, max_memory="64M", **FAST)
+    try:
+        worker = queue.worker("--concurrency", "16")
+        assert len(worker.pool()) == 1
+        assert "imgwarm: 1 worker(s), not 16: max_memory (64 MiB)" in worker.text()
+    finally:
+        queue.stop()
