@@ -19,9 +19,8 @@ bench/fuzz.py --memory), and modelled on what each decoder holds:
 - TIFF: one strip or tile may cover the whole image: one decoded image (bands x bytes a
   sample); samples beyond colour and alpha are refused on the header (probe.py).
 - Every format is then resized from its decoded size through libvips' line caches (up to
-  about 1,500 rows of the source, and about 12.5 MiB a libvips thread for a 1920-pixel
-  variant), the largest variant held in memory (twice while it is rotated), handed to Pillow
-  as RGBX, and encoded.
+  about 1,500 rows of the source, and up to 13.5 MiB a libvips thread), the largest variant
+  held in memory (twice while it is rotated), handed to Pillow as RGBX, and encoded.
 
 Peak over estimate (12 MP; 48 MP for WebP and GIF): JPEG 0.33-0.44, PNG 0.39-0.54, WebP 0.74,
 AVIF 0.40-0.50, TIFF 0.31-0.39, GIF 0.74; at 100 MP: lossless WebP 0.83, GIF 0.84, PNG 0.77.
@@ -43,18 +42,22 @@ _ALPHA_PER_PIXEL = 4  # bytes a source pixel for premultiplied floats (measured 
 # a pixel, held) and one score's maps (137 at the peak; tracemalloc at 1920x1280), a candidate.
 _SEARCH_PER_PIXEL = 150
 # The resize from the decoded size reads through libvips' line caches: up to about 1,500 rows
-# of its input (measured at 8000 and 16000 columns), and each libvips thread has its own
-# buffers, about 12.5 MiB a thread for a 1920-pixel variant (measured with 1 to 16 threads;
-# _FIXED and _PER_PIXEL were measured with two, so only the threads past two are added).
+# of its input (measured at 4000 to 16000 columns), and each libvips thread has regions of its
+# own: 1.5-13.5 MiB a thread (measured with 2 and 16 threads, sources 2000 to 16000 pixels
+# wide, variants 320 to 1920; 13 for a transparent one's floats at 4000 to 1920), within
+# 8 KiB a variant column plus 256 bytes a source column.
+# _FIXED and _PER_PIXEL were measured with two threads: only the threads past two are added.
 _RESIZE_ROWS = 2048
 _THREAD_PER_COLUMN = 8 << 10  # bytes per variant column, per libvips thread
+_THREAD_PER_SOURCE_COLUMN = 256
 _THREADS_MEASURED = 2
 
 
 def _resize(columns: int, rows: int, bands: int, sample_bytes: int, width: int) -> int:
     held = columns * min(rows, _RESIZE_ROWS) * bands * sample_bytes
     threads: int = pyvips.concurrency_get()
-    return held + max(0, threads - _THREADS_MEASURED) * _THREAD_PER_COLUMN * width
+    each = _THREAD_PER_COLUMN * width + _THREAD_PER_SOURCE_COLUMN * columns
+    return held + max(0, threads - _THREADS_MEASURED) * each
 
 
 def decode_cost(probe: Probe, width: int, height: int, searched: bool = False) -> int:

@@ -85,10 +85,13 @@ print(int(hwm[0].split()[1]) * 1024, cost)
 """
 
 
-def peak_make(source: Path, max_memory: int) -> tuple[int, int]:
-    """(peak RSS in bytes, estimate) of making ``source`` as a worker process does, alone."""
+def peak_make(source: Path, max_memory: int, threads: int = 0) -> tuple[int, int]:
+    """(peak RSS in bytes, estimate) of making ``source`` as a worker process does, alone
+    (with ``threads`` libvips threads: else one a core, as a lone worker has)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
     env["IMGWARM_MAX_MEMORY"] = str(max_memory)
+    if threads:
+        env["VIPS_CONCURRENCY"] = str(threads)
     done = subprocess.run([sys.executable, "-c", _MAKE, str(source)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
