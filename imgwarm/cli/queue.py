@@ -91,7 +91,7 @@ def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
     # Each pool process holds its idle memory: no more of them than max_memory holds.
     processes, cut = settings.image.workers_within_memory(
         asked or settings.image.effective_workers())
-    if cut is not None:
+    if cut is not None and (asked or settings.image.workers):  # (one a core: a default)
         click.echo(cut, err=True)
     argv = ["worker", "--concurrency", str(processes)]
     if not given("-l", "--loglevel"):

@@ -5,6 +5,7 @@ max_memory bounds whole runs of every format with 1 and 2 workers."""
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -181,6 +182,9 @@ def test_max_memory_caps_the_workers_with_a_warning() -> None:
                       r"12-megapixel photo's decode \(200 MiB\); raise max_memory for more"):
         assert batch_workers(load_settings(max_memory="64M", workers=16), 20) == 1
     assert batch_workers(load_settings(max_memory="4G", workers=16), 20) == 16
+    with warnings.catch_warnings():  # one a core is a default, not asked for: cut silently
+        warnings.simplefilter("error")
+        assert batch_workers(load_settings(max_memory="64M", workers=0), 20) == 1
 
 
 @pytest.mark.slow
