@@ -22,8 +22,7 @@ from imgwarm.pipeline.vipsutil import VipsComplaint, vips_reason
 # Bytes of one sample of each libvips band format.
 SAMPLE_BYTES = {"uchar": 1, "char": 1, "ushort": 2, "short": 2, "uint": 4, "int": 4,
                 "float": 4, "complex": 8, "double": 8, "dpcomplex": 16}
-# What each whole-image decoder holds, in decoded images (times one decoded image of the
-# source's bands and sample size), measured in memory.py's docstring.
+# What a decoder of the whole image holds, bytes a pixel (measured: memory.py's docstring).
 _WEBP_CANVASES = 8  # bytes a pixel: libvips' RGBA frame and RGBA canvas
 _GIF_BITMAP = 4  # bytes a pixel: libnsgif's RGBA bitmap
 # HEIF/AVIF: the codec's picture and libheif's copy (planes), libheif's conversion to
@@ -133,7 +132,7 @@ def _interlaced_png(data: bytes) -> bool:
     return data[12:16] == b"IHDR" and len(data) > 28 and data[28] != 0
 
 
-def whole_decode(source_format: SourceFormat, pixels: int, bands: int, sample_bytes: int) -> int:
+def _whole_decode(source_format: SourceFormat, pixels: int, bands: int, sample_bytes: int) -> int:
     """Bytes a decoder that reads the whole image holds at its peak (see memory.py). A TIFF
     strip or tile, and an interlaced PNG, can cover the whole image: one decoded image."""
     decoded = pixels * bands * sample_bytes
@@ -154,7 +153,7 @@ def _check_samples(header: pyvips.Image, name: str) -> None:
     if header.bands > most:
         raise UnsupportedFormat(
             name, f"a TIFF with {header.bands} samples per pixel: imgwarm uses at most {most} "
-            f"for a {header.interpretation} image (colour and alpha); refused before decoding")
+            f"({header.interpretation} colour and alpha); refused before decoding")
 
 
 def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
@@ -206,7 +205,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     if source_format == "tiff":
         _check_samples(header, name)
     if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
-        buffered = whole_decode(source_format, width * height, header.bands, sample_bytes)
+        buffered = _whole_decode(source_format, width * height, header.bands, sample_bytes)
     gain = None
     if source_format == "jpeg" and mpf:  # a second picture, said to be an HDR gain map
         gain, said = gainmap.find(data, width, height)

@@ -117,7 +117,7 @@ def test_a_tiff_with_samples_it_cannot_use_is_refused_on_the_header() -> None:
     many = _pattern(64, 48).bandjoin([_pattern(64, 48)[0]] * 61).copy(interpretation="srgb")
     settings = load_settings().image
     with pytest.raises(UnsupportedFormat, match=r"many\.tif: a TIFF with 64 samples per "
-                       r"pixel: imgwarm uses at most 4 for a srgb image \(colour and alpha\); "
+                       r"pixel: imgwarm uses at most 4 \(srgb colour and alpha\); "
                        r"refused before decoding"):
         probe(bytes(many.tiffsave_buffer()), "many.tif", settings)
     cmyk_alpha = _pattern(64, 48, 4).bandjoin(_pattern(64, 48)[0]).copy(interpretation="cmyk")
