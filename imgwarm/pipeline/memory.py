@@ -22,9 +22,10 @@ bench/fuzz.py --memory), and modelled on what each decoder holds:
   about 1,500 rows of the source, and up to 13.5 MiB a libvips thread), the largest variant
   held in memory (twice while it is rotated), handed to Pillow as RGBX, and encoded.
 
-Peak over estimate (12 MP; 48 MP for WebP and GIF): JPEG 0.33-0.44, PNG 0.39-0.54, WebP 0.74,
-AVIF 0.40-0.50, TIFF 0.31-0.39, GIF 0.74; at 100 MP: lossless WebP 0.83, GIF 0.84, PNG 0.77.
-The estimate errs high, never low: a 12 MP photo is estimated at 110-360 MiB (AVIF the most).
+Peak over estimate (12 MP; 48 MP for WebP and GIF): JPEG 0.32-0.44, PNG 0.38-0.54, WebP 0.74,
+AVIF 0.40-0.50, TIFF 0.30-0.40, GIF 0.74; AVIF at 48 MP 0.43-0.79 (12-bit 4:4:4 the most); at
+100 MP: WebP 0.83-0.84, GIF 0.84, plain PNG 0.55-0.77, TIFF 0.25. The estimate errs high,
+never low: a 12 MP photo is estimated at 110-360 MiB (AVIF the most) with two libvips threads.
 """
 
 from __future__ import annotations
