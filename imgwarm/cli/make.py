@@ -64,7 +64,7 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         wanted = options.get("workers") or _workers_from_env() or os.cpu_count() or 1
         if not any(os.path.isdir(source) for source in sources):  # no more than the files
             wanted = min(wanted, len(sources))
-        prestart(max(1, wanted))
+        prestart(max(1, min(wanted, _prestart_most(ctx.obj.get("config")))))
     from imgwarm.pipeline.batch import collect_sources, run_batch, run_keys
 
     settings = load(ctx, **options)
@@ -91,6 +91,25 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
         click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "
                    f"variants in {where}", err=True)
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+# ImageSettings().memory_workers(), known before pydantic loads (a test checks they agree)
+PRESTART_MOST = 11
+
+
+def _prestart_most(config: str | os.PathLike[str] | None) -> int:
+    """Workers to start ahead: what the default max_memory holds; one when max_memory is set
+    (the others start once the settings say how many it holds: never more, even a moment)."""
+    if os.environ.get("IMGWARM_MAX_MEMORY"):
+        return 1
+    # (where load_settings finds its file: --config, IMGWARM_CONFIG, ./imgwarm.toml)
+    path = config or os.environ.get("IMGWARM_CONFIG") or "imgwarm.toml"
+    try:
+        if os.path.isfile(path) and b"max_memory" in Path(path).read_bytes():
+            return 1
+    except OSError:
+        return 1  # (the settings will say what is wrong with it)
+    return PRESTART_MOST
 
 
 def _workers_from_env() -> int | None:

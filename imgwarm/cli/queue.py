@@ -73,7 +73,8 @@ def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
     (IMGWARM_BROKER_URL), reads originals from the origin and writes variants and manifests.
 
     Any `celery worker` option is passed on (`imgwarm worker --help` lists them):
-    --concurrency N (default: the workers setting, one process per core), --loglevel
+    --concurrency N (default: the workers setting, one process per core; never more than
+    max_memory holds, each process at its idle cost, with room for one decode), --loglevel
     (default INFO), -n/--hostname, --max-tasks-per-child... Run one per machine against the
     same Redis and bucket. SIGTERM finishes the jobs in hand; a worker killed outright has
     its jobs handed to another after visibility_timeout.
@@ -82,16 +83,44 @@ def worker(ctx: click.Context, /, celery_args: tuple[str, ...]) -> None:
 
     settings = load(ctx)
 
-    def given(short: str, long: str) -> bool:  # -c 2, -c2, --concurrency 2, --concurrency=2
+    def given(short: str, long: str) -> bool:  # -l INFO, -lINFO, --loglevel INFO, --loglevel=INFO
         return any((a.startswith(short) and not a.startswith("--")) or a.split("=")[0] == long
                    for a in celery_args)
 
-    argv = ["worker"]
-    if not given("-c", "--concurrency"):
-        argv += ["--concurrency", str(settings.image.effective_workers())]
+    asked, rest = _concurrency(celery_args)
+    # Each pool process holds its idle memory: no more of them than max_memory holds.
+    processes, cut = settings.image.workers_within_memory(
+        asked or settings.image.effective_workers())
+    if cut is not None and (asked or settings.image.workers):  # (one a core: a default)
+        click.echo(cut, err=True)
+    argv = ["worker", "--concurrency", str(processes)]
     if not given("-l", "--loglevel"):
         argv += ["--loglevel", "INFO"]
-    worker_app(settings).worker_main([*argv, *celery_args])
+    worker_app(settings).worker_main([*argv, *rest])
+
+
+def _concurrency(args: tuple[str, ...]) -> tuple[int | None, list[str]]:
+    """The pool size asked for (-c 2, -c2, --concurrency 2, --concurrency=2; the last one),
+    and the other arguments."""
+    asked, rest, skip = None, [], False
+    for at, argument in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if argument in ("-c", "--concurrency") and at + 1 < len(args):
+            value, skip = args[at + 1], True
+        elif argument.startswith("--concurrency="):
+            value = argument.partition("=")[2]
+        elif argument.startswith("-c") and not argument.startswith("--") and argument != "-c":
+            value = argument[2:]
+        else:
+            rest.append(argument)
+            continue
+        if not value.isdigit() or int(value) < 1:
+            raise click.BadParameter(f"{value!r} is not a number of processes (1 or more)",
+                                     param_hint="--concurrency")
+        asked = int(value)
+    return asked, rest
 
 
 @command()

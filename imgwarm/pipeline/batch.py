@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -140,8 +141,14 @@ def _size(item: Found) -> int:
 
 
 def batch_workers(settings: Settings, sources: int) -> int:
-    """Sources processed at once: the setting (or the cores), but no more than there are."""
-    return min(settings.image.effective_workers(), max(1, sources))
+    """Sources processed at once: the setting (or the cores), but no more than there are, nor
+    than max_memory holds at a worker's idle cost (with a warning when it cuts the setting;
+    one a core is only a default)."""
+    wanted = min(settings.image.effective_workers(), max(1, sources))
+    workers, cut = settings.image.workers_within_memory(wanted)
+    if cut is not None and settings.image.workers:
+        warnings.warn(cut, RuntimeWarning, stacklevel=2)
+    return workers
 
 
 Item = TypeVar("Item")

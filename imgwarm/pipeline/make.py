@@ -71,6 +71,16 @@ def render_master(info: Probe, width: int, height: int, name: str) -> pyvips.Ima
     return image.copy_memory() if info.orientation > 1 else image
 
 
+# Why a source's decode holds the whole image (memory.py), for the refusal's line.
+_HELD = {"jpeg": "a progressive or multi-scan JPEG holds all of its coefficients; ",
+         "png": "an interlaced PNG is decoded whole; ",
+         "webp": "a WebP is decoded whole, into two RGBA images; ",
+         "avif": "an AVIF is decoded whole, through several copies; ",
+         "heif": "a HEIF is decoded whole, through several copies; ",
+         "gif": "a GIF is decoded whole, into an RGBA bitmap; ",
+         "tiff": "a TIFF strip or tile may hold the whole image; "}
+
+
 @dataclass(frozen=True)
 class Plan:
     widths: list[int]  # with a ladder by bytes: its two ends
@@ -107,9 +117,7 @@ def plan(name: str, info: Probe, settings: ImageSettings) -> Plan:
     if cost > settings.max_memory:
         held = ""
         if info.buffered:
-            held = {"jpeg": "a progressive or multi-scan JPEG holds all of its coefficients; ",
-                    "png": "an interlaced PNG is decoded whole; "}.get(
-                        info.format, f"a {info.format.upper()} image is decoded whole; ")
+            held = _HELD[info.format]
         if searched:
             held += "an auto quality's metric holds its own planes of the widest variant; "
         raise LimitExceeded(

@@ -19,7 +19,17 @@ from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, heif_frames, sniff
 from imgwarm.pipeline.vipsutil import VipsComplaint, readable_errors, vips_reason
 
-_SAMPLE_BYTES = {"uchar": 1, "ushort": 2}
+# Bytes of one sample of each libvips band format.
+SAMPLE_BYTES = {"uchar": 1, "char": 1, "ushort": 2, "short": 2, "uint": 4, "int": 4,
+                "float": 4, "complex": 8, "double": 8, "dpcomplex": 16}
+# What a decoder of the whole image holds, bytes a pixel (measured: memory.py's docstring).
+_WEBP_CANVASES = 8  # bytes a pixel: libvips' RGBA frame and RGBA canvas
+_GIF_BITMAP = 4  # bytes a pixel: libnsgif's RGBA bitmap
+# HEIF/AVIF: the codec's picture and libheif's copy (planes), libheif's conversion to
+# interleaved RGB(A), libvips' image: bytes a pixel, per channel and per byte of a sample
+_HEIF_CHANNEL, _HEIF_SAMPLE = 5, 2
+# Colour samples a TIFF may have, by interpretation, before alpha: more are refused.
+_COLOUR_SAMPLES = {"b-w": 1, "grey16": 1, "cmyk": 4}
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class Probe:
     adobe: bool = False  # a JPEG with an Adobe marker: CMYK is stored inverted
     exif: bytes | None = None  # the TIFF block of the JPEG's EXIF segment
     buffered: int = 0  # bytes a decoder must hold for the whole image (progressive JPEG...)
+    sample_bytes: int = 1  # of the decoded image: 2 for 16-bit PNG and TIFF, HDR AVIF...
     shrinkable: bool = False  # a JPEG frame the fast shrunk decode handles (decode.py)
     gainmap: GainMap | None = None  # an Ultra HDR JPEG's (gainmap.py)
     notes: list[str] = field(default_factory=list)  # fallbacks taken, for the manifest
@@ -130,6 +141,30 @@ def _interlaced_png(data: bytes) -> bool:
     return data[12:16] == b"IHDR" and len(data) > 28 and data[28] != 0
 
 
+def _whole_decode(source_format: SourceFormat, pixels: int, bands: int, sample_bytes: int) -> int:
+    """Bytes a decoder that reads the whole image holds at its peak (see memory.py). A TIFF
+    strip or tile, and an interlaced PNG, can cover the whole image: one decoded image."""
+    decoded = pixels * bands * sample_bytes
+    if source_format == "webp":  # libwebp's own buffer (a lossless image's ARGB, a lossy
+        return _WEBP_CANVASES * pixels  # one's alpha) is freed before the canvas is painted
+    if source_format == "gif":  # lines are copied out of it
+        return _GIF_BITMAP * pixels
+    if source_format in ("avif", "heif"):  # decoded to RGB(A) whatever is stored
+        return max(3, bands) * (_HEIF_CHANNEL + _HEIF_SAMPLE * sample_bytes) * pixels
+    return decoded
+
+
+def _check_samples(header: pyvips.Image, name: str) -> None:
+    """Samples beyond colour and alpha are refused on the header: imgwarm cannot use them,
+    libvips fails on them after decoding ("linear: vector must have 1 or 65 elements"), and
+    each one is a decoded image's worth of memory."""
+    most = _COLOUR_SAMPLES.get(header.interpretation, 3) + 1
+    if header.bands > most:
+        raise UnsupportedFormat(
+            name, f"a TIFF with {header.bands} samples per pixel: imgwarm uses at most {most} "
+            f"({header.interpretation} colour and alpha); refused before decoding")
+
+
 def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     """Identify the format from the bytes and check the limits on the header alone.
 
@@ -176,8 +211,11 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     notes: list[str] = []
     if source_format not in ("jpeg", "png"):
         exif, notes = _other_format(header, source_format, name, data)
+    sample_bytes = SAMPLE_BYTES.get(header.format, 16)
+    if source_format == "tiff":
+        _check_samples(header, name)
     if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
-        buffered = width * height * header.bands * _SAMPLE_BYTES.get(header.format, 4)
+        buffered = _whole_decode(source_format, width * height, header.bands, sample_bytes)
     gain = None
     if source_format == "jpeg" and mpf:  # a second picture, said to be an HDR gain map
         gain, said = gainmap.find(data, width, height)
@@ -201,6 +239,7 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         adobe=adobe,
         exif=exif,
         buffered=buffered,
+        sample_bytes=sample_bytes,
         shrinkable=shrinkable,
         gainmap=gain,
         notes=notes,

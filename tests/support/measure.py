@@ -62,3 +62,38 @@ def peak_anon(args: list[str], cwd: Path, interval: float = 0.005) -> tuple[int,
         peak = max(peak, sum(_anon(p) for p in _tree(run.pid)))
         time.sleep(interval)
     return run.wait(), peak
+
+
+# The pixel work of a worker process (isolate.serve: one source at a time), in a fresh
+# interpreter: its own peak RSS (VmHWM: getrusage's ru_maxrss keeps the peak of the process
+# it was forked from), and the estimate its plan reserved.
+_MAKE = """
+import sys
+from imgwarm.config import load_settings
+from imgwarm.manifest import Credits
+from imgwarm.pipeline import make
+from imgwarm.pipeline.probe import probe
+from imgwarm.pipeline.vipsutil import configure_libvips
+
+configure_libvips(1)
+settings = load_settings().image
+data = open(sys.argv[1], "rb").read()
+cost = make.plan(sys.argv[1], probe(data, sys.argv[1], settings), settings).cost
+make.make(data, sys.argv[1], settings, Credits())
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")]
+print(int(hwm[0].split()[1]) * 1024, cost)
+"""
+
+
+def peak_make(source: Path, max_memory: int, threads: int = 0) -> tuple[int, int]:
+    """(peak RSS in bytes, estimate) of making ``source`` as a worker process does, alone
+    (with ``threads`` libvips threads: else one a core, as a lone worker has)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}
+    env["IMGWARM_MAX_MEMORY"] = str(max_memory)
+    if threads:
+        env["VIPS_CONCURRENCY"] = str(threads)
+    done = subprocess.run([sys.executable, "-c", _MAKE, str(source)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak, cost = done.stdout.split()
+    return int(peak), int(cost)

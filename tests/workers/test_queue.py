@@ -428,3 +428,18 @@ def test_what_a_library_prints_in_a_job_is_its_warning_not_the_log(local_queue: 
     raw = [line for line in local_queue.log().splitlines()
            if line.startswith(("ERROR:Expected", "- line:1:"))]
     assert raw == [] and "\x1b" not in local_queue.log()
+
+
+def test_the_pool_holds_no_more_processes_than_max_memory(redis_server: RedisServer,
+                                                          tmp_path: Path) -> None:
+    """Each pool process holds its idle memory (68 MiB): at max_memory=64M, --concurrency 16
+    starts one, and the log says why."""
+    from tests.support.queues import FAST
+
+    queue = Queue(tmp_path, redis_server, None, max_memory="64M", **FAST)
+    try:
+        worker = queue.worker("--concurrency", "16")
+        assert len(worker.pool()) == 1
+        assert "imgwarm: 1 worker(s), not 16: max_memory (64 MiB)" in worker.text()
+    finally:
+        queue.stop()
