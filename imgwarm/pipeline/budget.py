@@ -15,6 +15,8 @@ process, with a warning.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import os
 import stat
@@ -27,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 UNIT = 1 << 20  # one lockable byte per MiB
 _OFD = hasattr(fcntl, "F_OFD_SETLK")
@@ -181,3 +184,40 @@ class MemoryBudget:
 def budget(limit: int) -> MemoryBudget:
     """The process's budget for a limit (one per setting value)."""
     return MemoryBudget(limit)
+
+
+@lru_cache(maxsize=1)
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+_MMAP_THRESHOLD = 4 << 20
+
+
+def steady_malloc() -> None:
+    """For a process that makes sources one after another: every allocation of 4 MiB or more
+    (image buffers; line buffers stay in the heap) is its own mapping, unmapped when freed.
+    glibc otherwise raises that threshold (up to 32 MiB) each time a large block is freed,
+    and later decodes' buffers land in malloc's arenas, where freed space is reused piecemeal
+    and the peak grows with history: a 7.9-megapixel GIF took 308 MiB above an idle worker
+    after 195 other GIFs, 190 alone, 175 with this (its estimate: 220); making corpus photos
+    took 1.03x the time (6.59 s against 6.38, three runs each, within the noise). Nothing is
+    done where there is no mallopt (not glibc)."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+
+
+def give_back() -> None:
+    """Return what a finished job freed to the system (glibc's malloc_trim), so that a process
+    between jobs is back at its idle size, as the budget counts it. Without it, libvips'
+    threads' malloc arenas kept what a large decode had freed: a worker making 500 fuzzed GIFs
+    one after another at max_memory=256M grew to 617 MiB, each decode within its estimate.
+    Where there is no malloc_trim (not glibc), nothing is done."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is not None:
+        trim(0)

@@ -224,9 +224,11 @@ def serve(fd: int, parallel: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
     threading.Thread(target=_end_with_caller, args=(fd,), daemon=True).start()
     from imgwarm.pipeline import make
+    from imgwarm.pipeline.budget import give_back, steady_malloc
     from imgwarm.pipeline.made import Made
     from imgwarm.pipeline.vipsutil import configure_libvips
 
+    steady_malloc()
     configure_libvips(parallel)
     steps: dict[str, Callable[..., Any]] = {"make": make.make, "preview": make.preview}
     printed_since()  # what starting printed is no source's
@@ -245,6 +247,7 @@ def serve(fd: int, parallel: int) -> None:
             answer: tuple[str, Any] = ("value", steps[kind](*arguments))
         except Exception as error:
             answer = ("raise", _portable(error))
+        give_back()  # (the job's images are gone with its frame: its memory can go back)
         printed = printed_since()
         if isinstance(answer[1], Made):
             answer = ("value", noted(answer[1], printed))

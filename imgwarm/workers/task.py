@@ -126,9 +126,11 @@ def register(app: Celery, settings: Settings) -> None:
     @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _start_process(**_: Any) -> None:
         from imgwarm.pipeline import optimize  # noqa: F401  (import once, before the first job)
+        from imgwarm.pipeline.budget import steady_malloc
         from imgwarm.pipeline.vipsutil import configure_libvips
         from imgwarm.pipeline.worker import capture_stdout
 
+        steady_malloc()  # a pool process's peak must not grow with the jobs it made before
         configure_libvips(parallel_sources=2)  # one libvips thread per process
         capture_stdout()  # what a library prints from a file: a warning, not the worker's log
 
@@ -156,6 +158,9 @@ def register(app: Celery, settings: Settings) -> None:
                 give_up(source_key, started - 1, settings, credits)
             return run_job(source_key, settings, credits, again=started > 1)
         finally:
+            from imgwarm.pipeline.budget import give_back
+
+            give_back()  # the job's memory back to the system: the pool process idles small
             starts.end(self.request.id)
 
 
