@@ -134,20 +134,26 @@ def check_ancestors(path: Path, what: str, *, any_owner: bool = False) -> None:
                 "(or root's) that only you can write")
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """The folders of ``path`` (absolute) that are not there, outermost first."""
+    missing: list[Path] = []
+    here = Path(os.path.abspath(path))
+    while not os.path.lexists(here):
+        missing.append(here)
+        here = here.parent
+    return missing[::-1]
+
+
 def make_private(path: Path, what: str, *, mode: int = 0o755) -> None:
     """Make ``path`` and the parents it lacks (each ``mode``, whatever the umask), checking
     the folder if it is there and every one above it: never a folder another user made or
     may write. (0755, not 0700: nginx's workers, another user, read the files.)"""
     not_system(path, what)
     check_ancestors(path, what)
-    missing: list[Path] = []
-    here = Path(os.path.abspath(path))
-    while not os.path.lexists(here):
-        missing.append(here)
-        here = here.parent
+    missing = missing_folders(path)
     if not missing:
         check_private(path, what)
-    for folder in reversed(missing):
+    for folder in missing:
         try:
             os.mkdir(folder, mode)
         except FileExistsError:

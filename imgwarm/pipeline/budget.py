@@ -187,7 +187,8 @@ def budget(limit: int) -> MemoryBudget:
 
 
 @lru_cache(maxsize=1)
-def _libc() -> Any:
+def libc() -> Any:
+    """The C library, through ctypes; None where it cannot be loaded."""
     try:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
@@ -207,7 +208,7 @@ def steady_malloc() -> None:
     after 195 other GIFs, 190 alone, 175 with this (its estimate: 220); making corpus photos
     took 1.03x the time (6.59 s against 6.38, three runs each, within the noise). Nothing is
     done where there is no mallopt (not glibc)."""
-    mallopt = getattr(_libc(), "mallopt", None)
+    mallopt = getattr(libc(), "mallopt", None)
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
@@ -218,6 +219,6 @@ def give_back() -> None:
     threads' malloc arenas kept what a large decode had freed: a worker making 500 fuzzed GIFs
     one after another at max_memory=256M grew to 617 MiB, each decode within its estimate.
     Where there is no malloc_trim (not glibc), nothing is done."""
-    trim = getattr(_libc(), "malloc_trim", None)
+    trim = getattr(libc(), "malloc_trim", None)
     if trim is not None:
         trim(0)

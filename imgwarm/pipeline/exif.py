@@ -100,24 +100,3 @@ def read_exif(tiff: bytes | None) -> ExifDict | None:
         return None
     return exif
 
-
-def ascii_tag(tiff: bytes, tag: int) -> bytes | None:
-    """The bytes of an ASCII (type 2) entry of a TIFF's first IFD, as stored (up to its NUL);
-    None when it has none or the entry points outside the file."""
-    walk = _Walk(tiff)
-    try:
-        if tiff[:2] not in (b"II", b"MM"):
-            return None
-        first = walk.unpack("L", 4)
-        for i in range(min(walk.unpack("H", first), 4096)):
-            entry = first + 2 + 12 * i
-            if walk.unpack("H", entry) != tag or walk.unpack("H", entry + 2) != 2:
-                continue
-            count = walk.unpack("L", entry + 4)
-            at = entry + 8 if count <= 4 else walk.unpack("L", entry + 8)
-            if at + count > len(tiff):
-                return None
-            return tiff[at:at + count].split(b"\x00", 1)[0]
-    except _Unsafe:
-        return None
-    return None

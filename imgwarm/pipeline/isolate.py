@@ -202,20 +202,16 @@ class Isolated:
         worker = self._take(name)
         try:
             kind, value = worker.call(job, timeout)
-        except _Died as died:
-            self._drop(worker)
-            self._idle.put(None)  # the next source starts a fresh process
-            raise DecoderCrashed(name, _what_ended(died.exitcode, died.printed)) from None
-        except _Overdue:
-            from imgwarm.config.units import duration_text
+        except BaseException as error:  # (Ctrl-C mid-job: its answer may still come)
+            self._drop(worker)  # never reused: the next source starts a fresh process
+            self._idle.put(None)
+            if isinstance(error, _Died):
+                raise DecoderCrashed(name, _what_ended(error.exitcode, error.printed)) from None
+            if isinstance(error, _Overdue):
+                from imgwarm.config.units import duration_text
 
-            self._drop(worker)
-            self._idle.put(None)
-            raise JobTimedOut(name, f"took longer than {duration_text(timeout)} (job_timeout): "
-                              "its process was stopped") from None
-        except BaseException:  # Ctrl-C mid-job: its answer may still come; never reuse it
-            self._drop(worker)
-            self._idle.put(None)
+                raise JobTimedOut(name, f"took longer than {duration_text(timeout)} "
+                                  "(job_timeout): its process was stopped") from None
             raise
         self._idle.put(worker)
         if kind == "raise":

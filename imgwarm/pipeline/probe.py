@@ -13,7 +13,7 @@ from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
 from imgwarm.pipeline import gainmap
 from imgwarm.pipeline.colour import profile_problem
-from imgwarm.pipeline.exif import ascii_tag
+from imgwarm.pipeline.exif import read_exif
 from imgwarm.pipeline.gainmap import GainMap
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, heif_frames, sniff
@@ -128,9 +128,9 @@ def _other_format(header: pyvips.Image, source_format: SourceFormat, name: str,
     if exif is None and header.get_typeof("image-description"):  # a TIFF's own tag
         # its bytes as stored (libvips makes text valid UTF-8, other bytes become U+FFFD):
         # metadata.py reads what is not UTF-8 as Windows-1252, as in EXIF
-        text = ascii_tag(data, piexif.ImageIFD.ImageDescription) if source_format == "tiff" \
-            else None
-        text = text or str(header.get("image-description")).encode("utf-8", "surrogateescape")
+        stored = read_exif(data) if source_format == "tiff" else None  # (a TIFF is one)
+        text = (stored or {}).get("0th", {}).get(piexif.ImageIFD.ImageDescription) or \
+            str(header.get("image-description")).encode("utf-8", "surrogateescape")
         exif = piexif.dump({"0th": {piexif.ImageIFD.ImageDescription: text}})
         exif = exif.removeprefix(b"Exif\x00\x00")
     return exif, notes

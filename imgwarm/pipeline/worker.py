@@ -16,7 +16,6 @@ never with a BrokenPipeError traceback.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -31,6 +30,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from imgwarm import exceptions
+from imgwarm.pipeline.budget import libc
 from imgwarm.text import decode_mixed, printable
 
 if TYPE_CHECKING:
@@ -181,7 +181,9 @@ def printed_since() -> bytes:
     """What this process printed to fd 1 (in a worker, fd 2 too: one file) since the last
     call, which empties it. C stdio buffers a file's writes: flushed first, or a line would
     come a job late."""
-    ctypes.CDLL(None).fflush(None)
+    flush = getattr(libc(), "fflush", None)
+    if flush is not None:
+        flush(None)
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from imgwarm.exceptions import LayoutError, ObjectTooLarge, StorageError, TransientStorageError
+from imgwarm.roots import missing_folders
 from imgwarm.store.base import Key
 from imgwarm.store.layout import join_under, safe_relative
 
@@ -89,11 +90,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def make_folders(folder: Path) -> None:
     """``folder`` and the parents it lacks, each FOLDER_MODE (Path.mkdir makes parents with
     the umask's mode: 0775 under a web app's usual 002, a folder its group could write)."""
-    missing = []
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        folder = folder.parent
-    for each in reversed(missing):
+    for each in missing_folders(folder):
         with contextlib.suppress(FileExistsError):
             os.mkdir(each, FOLDER_MODE)
 
