@@ -205,9 +205,10 @@ def steady_malloc() -> None:
     glibc otherwise raises that threshold (up to 32 MiB) each time a large block is freed,
     and later decodes' buffers land in malloc's arenas, where freed space is reused piecemeal
     and the peak grows with history: a 7.9-megapixel GIF took 308 MiB above an idle worker
-    after 195 other GIFs, 190 alone, 175 with this (its estimate: 220); making corpus photos
-    took 1.03x the time (6.59 s against 6.38, three runs each, within the noise). Nothing is
-    done where there is no mallopt (not glibc)."""
+    after 195 other GIFs, 190 alone, 175 with this (its estimate: 220; 254 with a 16 MiB
+    threshold, 303 with malloc_trim alone); making corpus photos took 1.05x the time (median
+    of five runs each on a quiet machine: 6.69 s against 6.38). Nothing is done where there
+    is no mallopt (not glibc)."""
     mallopt = getattr(libc(), "mallopt", None)
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
