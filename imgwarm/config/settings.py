@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from imgwarm.config.cache import CacheSettings
+from imgwarm.config.events import EventsSettings
 from imgwarm.config.image import ImageSettings
 from imgwarm.config.marks import Affects, marked
 from imgwarm.config.queue import QueueSettings
@@ -34,7 +35,7 @@ DEFAULT_CONFIG_FILE = Path("imgwarm.toml")
 SETTINGS_DEPTH = 8  # a config file needs 2: a group's table, a list
 GROUPS: dict[str, type[BaseModel]] = {
     "image": ImageSettings, "store": StoreSettings, "queue": QueueSettings,
-    "cache": CacheSettings,
+    "cache": CacheSettings, "events": EventsSettings,
 }
 
 
@@ -100,6 +101,14 @@ class Settings(BaseSettings):
     store: StoreSettings = StoreSettings()
     queue: QueueSettings = QueueSettings()
     cache: CacheSettings = CacheSettings()
+    events: EventsSettings = EventsSettings()
+
+    @model_validator(mode="after")
+    def _webhook_is_signed(self) -> Settings:
+        if self.events.notify_url and not self.events.notify_secret:
+            raise ValueError("notify_url needs notify_secret (IMGWARM_NOTIFY_SECRET): every "
+                             "webhook is signed")
+        return self
 
     @model_validator(mode="after")
     def _shards_fit_the_hash(self) -> Settings:

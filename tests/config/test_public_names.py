@@ -46,8 +46,14 @@ CHANGED: dict[str, tuple[str, Any]] = {
     "log_format": ("$request_method $uri $status", "$request_method $uri $status"),
     "image_prefix": ("img/", "/img/"),
     "gc_grace": ("36h", 36 * 3600.0), "max_memory": ("4G", 4 << 30),
+    "originals_prefix": ("uploads", "uploads/"), "listen_token": ("t0ken", "t0ken"),
+    "event_max_bytes": ("1M", 1 << 20), "events_redis_url": ("redis://h:1/4", "redis://h:1/4"),
+    "events_stream": ("site:events", "site:events"), "notify_timeout": ("30s", 30.0),
+    "notify_url": ("https://app.example/hook", "https://app.example/hook"),
+    "notify_secret": ("s3cret", "s3cret"), "notify_give_up": ("1d", 86400.0),
 }
-NEEDS = {"origin": {"s3_bucket": "photos"}}  # settings only valid together with another
+NEEDS = {"origin": {"s3_bucket": "photos"},
+         "notify_url": {"notify_secret": "s3cret"}}  # settings only valid together with another
 
 
 def changed(name: str, default: Any) -> tuple[str, Any]:

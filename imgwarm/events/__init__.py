@@ -1,0 +1,16 @@
+"""Events: uploads that come in by themselves, and what imgwarm tells others.
+
+In (each source a module; every handler idempotent, since delivery is at-least-once and
+unordered):
+
+    notification.py  S3 event notifications (AWS, MinIO, EventBridge) -> changes to originals
+    listen.py        `imgwarm listen`: changes from SQS, a Redis list or a webhook -> jobs
+    watch.py         `imgwarm watch`: a local folder's complete files -> made, removed ones down
+
+Out:
+
+    out.py           the events a publish, a final failure and a takedown give (their JSON),
+                     added to a Redis stream (the outbox)
+    webhook.py       the stream POSTed to the application, signed, retried until a 2xx
+    follow.py        `warm --follow`: a cache box's consumer group on the stream
+"""
