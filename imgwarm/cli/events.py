@@ -104,11 +104,10 @@ def _run(settings: Any, sqs_urls: tuple[str, ...], redis_lists: tuple[str, ...],
     previous = {s: signal.signal(s, lambda *_: stop.set())
                 for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        if not sources:  # --reconcile alone: once, then exit
-            stop.set()
+        if not sources and every is None:  # --reconcile alone: once, then exit
             from imgwarm.events.listen import reconcile_loop
 
-            reconcile_loop(listener, threading.Event(), None, True, listener.order.client)()
+            reconcile_loop(listener, stop, None, True, listener.order.client)()
             failures: list[str] = []
         else:
             failures = listen(settings, sources, listener, stop, reconcile_every=every,

@@ -59,9 +59,9 @@ class RedisListSource:
     def _one(self, listener: Listener, body: bytes, stop: threading.Event) -> bool:
         if not keep_trying(listener, body, self.name, stop):
             return False  # left in the processing list: handled at the next start
-        self._call(listener, stop, lambda: self.client.lrem(
-            self.processing, 1, body),  # type: ignore[arg-type]  (bytes are taken)
-            until_done=True)
+        value: Any = body  # redis-py's stubs say str; bytes are taken as they are
+        self._call(listener, stop, lambda: self.client.lrem(self.processing, 1, value),
+                   until_done=True)
         return True
 
     def _call(self, listener: Listener, stop: threading.Event, call: Callable[[], T],
