@@ -73,7 +73,8 @@ def test_a_killed_worker_leaves_its_jobs_to_another(events_queue: Queue) -> None
     held.kill()  # acks late: its jobs go back to the queue after the visibility timeout
     queue.worker("--concurrency", "2")
     wait_made(queue, keys, timeout=120)
-    listening.stop()
+    wait_for(lambda: queue_drained(sqs, url), "the SQS queue to be drained", 60)
+    assert listening.stop()["queued"] == len(keys)
 
 
 def test_reconcile_catches_uploads_whose_events_never_came(events_queue: Queue) -> None:
