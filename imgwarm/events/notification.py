@@ -200,8 +200,7 @@ def source_key(bucket: str | None, key: str, settings: Settings) -> str | tuple[
         if not key.startswith(store.s3_prefix):
             return ("outside", key)
         key = key[len(store.s3_prefix):]
-    if not key.startswith(settings.events.originals_prefix) or not key \
-            or key.endswith("/"):  # a "folder" object some consoles make
+    if not key or key.endswith("/"):  # a "folder" object some consoles make
         return ("outside", key)
     try:
         safe_relative(key)
@@ -211,4 +210,6 @@ def source_key(bucket: str | None, key: str, settings: Settings) -> str | tuple[
         check_source_key(key)
     except ImgwarmError:  # hidden (manifests, journal, claims) or variant-shaped: imgwarm's
         return ("own", key)
+    if not key.startswith(settings.events.originals_prefix):
+        return ("outside", key)
     return key
