@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, load
+from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.text import printable
 
 
@@ -99,7 +99,8 @@ def _run(settings: Any, sqs_urls: tuple[str, ...], redis_lists: tuple[str, ...],
     if http_address:
         sources.append(HttpSource(http_address, settings))
     echo = (lambda line: click.echo(line))  # noqa: E731 (click's, for the terminal's encoding)
-    listener = Listener(settings, Order(connect(url, timeout=10)), as_json=as_json, echo=echo)
+    listener = Listener(settings, Order(connect(url, timeout=10)), as_json=as_json, echo=echo,
+                        to_json=json_text)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set())
                 for s in (signal.SIGTERM, signal.SIGINT)}

@@ -83,18 +83,19 @@ class Listener:
     """Turns message bodies into jobs; prints one line per event."""
 
     def __init__(self, settings: Settings, order: Order, *, as_json: bool = False,
-                 echo: Callable[[str], None] = print) -> None:
+                 echo: Callable[[str], None] = print,
+                 to_json: Callable[[Any], str] = json.dumps) -> None:
         self.settings = settings
         self.order = order
         self.as_json = as_json
         self._echo = echo
+        self._json = to_json  # the CLI's: UTF-8 where stdout is, escapes elsewhere
         self.counters = Counters()
         self._lock = threading.Lock()  # one message at a time: check, queue, commit
 
     def say(self, what: str, subject: str, source: str, **more: Any) -> None:
         if self.as_json:
-            self._echo(json.dumps({"event": what, "key": subject, "source": source, **more},
-                                  ensure_ascii=False))
+            self._echo(self._json({"event": what, "key": subject, "source": source, **more}))
         else:
             extra = "".join(f" {k}={v}" for k, v in more.items() if v not in ("", None))
             self._echo(printable(f"{what} {subject} ({source}){extra}"))
@@ -146,7 +147,7 @@ class Listener:
     def summary(self) -> str:
         found = self.counters.to_object()
         if self.as_json:
-            return json.dumps({"summary": found})
+            return self._json({"summary": found})
         return "listen: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in found.items())
 
 
