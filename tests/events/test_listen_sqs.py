@@ -3,6 +3,7 @@ worker: uploads made under their real keys, the loop guard, takedowns, SIGKILLs,
 
 from __future__ import annotations
 
+from imgwarm.events.reconcile import why_make
 from imgwarm.manifest import Manifest, Tombstone
 from tests.support.listening import Listening, photo, queue_drained, sqs_notification, wait_made
 from tests.support.queues import Queue
@@ -99,3 +100,15 @@ def test_reconcile_catches_uploads_whose_events_never_came(events_queue: Queue) 
     assert sorted(e["key"] for e in listening.events("reconciled")) == sorted(keys)
     assert summary["reconciled"] == len(keys)  # each once, however many runs
     assert isinstance(queue.stores().manifests.record(taken), Tombstone)  # stays down
+    stores = queue.stores()
+    for key in keys:  # made now: their manifests are newer than their originals
+        modified = s3.client.head_object(Bucket=queue.bucket, Key=key)["LastModified"]
+        assert why_make(key, modified.timestamp(), stores) is None
+        assert why_make(key, modified.timestamp() + 3600, stores) == "newer than its record"
+    queue.values["originals_prefix"] = "rec/"
+    try:  # --reconcile alone: once, then exit (nothing left to queue)
+        once = queue.cli("listen", "--reconcile", timeout=120)
+    finally:
+        del queue.values["originals_prefix"]
+    assert once.returncode == 0, once.stderr
+    assert "0 reconciled" in once.stderr and "reconcile-done 4 listed" in once.stdout
