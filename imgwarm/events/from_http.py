@@ -82,7 +82,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.listener.counters.add("received")
             self.server.listener.counters.add("malformed")
             self.server.listener.say("malformed", f"{length} bytes, over event_max_bytes "
-                                     f"({self.server.limit})", "http")
+                                     f"({self.server.limit})", "http", about="error")
             self._answer(413, f"over {self.server.limit} bytes")
             return
         body = self.rfile.read(int(length))

@@ -71,7 +71,7 @@ class SqsSource:
                 found = self.client.receive_message(
                     QueueUrl=self.url, MaxNumberOfMessages=BATCH, WaitTimeSeconds=WAIT)
             except (BotoCoreError, ClientError) as error:  # away for a while: try again
-                listener.say("unreachable", printable(str(error)), self.name)
+                listener.say("unreachable", printable(str(error)), self.name, about="error")
                 stop.wait(2)
                 continue
             messages = found.get("Messages", [])

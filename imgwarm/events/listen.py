@@ -30,7 +30,7 @@ from typing import Any, Literal, Protocol
 from imgwarm.config import Settings
 from imgwarm.events.notification import Change, parse
 from imgwarm.events.order import Order
-from imgwarm.exceptions import BrokerError, ImgwarmError, MalformedEvent
+from imgwarm.exceptions import ImgwarmError, MalformedEvent
 from imgwarm.text import printable
 from imgwarm.workers.client import enqueue_all, enqueue_delete
 
@@ -93,9 +93,12 @@ class Listener:
         self.counters = Counters()
         self._lock = threading.Lock()  # one message at a time: check, queue, commit
 
-    def say(self, what: str, subject: str, source: str, **more: Any) -> None:
+    def say(self, what: str, subject: str, source: str, *, about: str = "key",
+            **more: Any) -> None:
+        """One line: ``what subject (source) more...``, or its JSON (``subject`` under
+        ``about``: the key, or the error's line)."""
         if self.as_json:
-            self._echo(self._json({"event": what, "key": subject, "source": source, **more}))
+            self._echo(self._json({"event": what, about: subject, "source": source, **more}))
         else:
             extra = "".join(f" {k}={v}" for k, v in more.items() if v not in ("", None))
             self._echo(printable(f"{what} {subject} ({source}){extra}"))
@@ -108,7 +111,7 @@ class Listener:
             parsed = parse(body, self.settings)
         except MalformedEvent as error:
             self.counters.add("malformed")
-            self.say("malformed", str(error), source)
+            self.say("malformed", str(error), source, about="error")
             return "malformed"
         for why, subject in parsed.ignored:
             self.counters.add(f"ignored_{why}")
@@ -117,13 +120,11 @@ class Listener:
             with self._lock:
                 for change in parsed.changes:
                     self._change(change, source)
-        except (BrokerError, ImgwarmError, OSError) as error:
+        except Exception as error:  # the broker (BrokerError) or the order's Redis away
             self.counters.add("failed")
-            self.say("failed", printable(str(error)), source)
-            return "failed"
-        except Exception as error:  # redis-py's kinds (the order records): retried
-            self.counters.add("failed")
-            self.say("failed", f"{type(error).__name__}: {printable(str(error))}", source)
+            line = str(error) if isinstance(error, ImgwarmError) else \
+                f"{type(error).__name__}: {error}"
+            self.say("failed", f"{line} (the message comes back)", source, about="error")
             return "failed"
         return "handled"
 
@@ -205,10 +206,10 @@ def reconcile_loop(listener: Listener, stop: threading.Event, every: float | Non
             done = reconcile(settings, Stores.for_settings(settings.store), queue, client,
                              stop)
         except Exception as error:  # the store or the broker away: the next run
-            listener.say("reconcile-failed", printable(str(error)), "reconcile")
+            listener.say("reconcile-failed", printable(str(error)), "reconcile", about="error")
         else:
             listener.say("reconcile-done", f"{done.listed} listed", "reconcile",
-                         queued=done.queued)
+                         about="listed", queued=done.queued)
 
     def loop() -> None:
         if at_start:
