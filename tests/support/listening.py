@@ -80,9 +80,10 @@ class Listening:
     def __init__(self, queue: Queue, *args: str, **env: str) -> None:
         self.out = queue.workdir / f"listen-{uuid.uuid4().hex[:6]}.jsonl"
         self.err = self.out.with_suffix(".err")
-        self.process = subprocess.Popen(
-            [str(IMGWARM), "listen", "--json", *args], cwd=queue.workdir,
-            env={**queue.env, **env}, stdout=self.out.open("wb"), stderr=self.err.open("wb"))
+        with self.out.open("wb") as out, self.err.open("wb") as err:  # the child keeps its own
+            self.process = subprocess.Popen(
+                [str(IMGWARM), "listen", "--json", *args], cwd=queue.workdir,
+                env={**queue.env, **env}, stdout=out, stderr=err)
 
     def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.out.read_text().splitlines() if line]
