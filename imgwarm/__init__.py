@@ -33,6 +33,7 @@ from imgwarm.exceptions import (
     LayoutError,
     LimitExceeded,
     LogFormatError,
+    MalformedEvent,
     NginxError,
     NotAnOriginal,
     NoWorker,
@@ -62,9 +63,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "ImgwarmError",
-    "JobFailed", "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "Manifest",
-    "NginxError", "NoWorker", "NotAnOriginal", "ObjectTooLarge", "PagesError", "PictureError",
-    "RefusedBefore", "Settings", "SettingsError", "SourceError", "StorageError", "TooDeep",
+    "JobFailed", "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "MalformedEvent",
+    "Manifest", "NginxError", "NoWorker", "NotAnOriginal", "ObjectTooLarge", "PagesError",
+    "PictureError", "RefusedBefore", "Settings", "SettingsError", "SourceError", "StorageError",
+    "TooDeep",
     "TransientStorageError", "UnknownSource", "UnreadableSource", "UnsupportedFormat", "Variant",
     "WarmBusy", "__version__",
     "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize", "picture",

@@ -32,7 +32,8 @@ ImgwarmError                      exit 1  the base: anything not said below
 ├── PagesError                    exit 1  a pages file that cannot be read or names the unknown
 ├── PictureError                  exit 1  a manifest that cannot make a safe <picture> tag
 ├── UnknownSource                 exit 1  delete: nothing is known of the key
-└── NotAnOriginal                 exit 1  delete with original: the key names a folder
+├── NotAnOriginal                 exit 1  delete with original: the key names a folder
+└── MalformedEvent                exit 1  listen: a bucket notification that cannot be read
 
 Light on purpose: no imports, so anything (the CLI's listing, a worker) can load it.
 """
@@ -194,3 +195,8 @@ class UnknownSource(ImgwarmError):
 
 class NotAnOriginal(ImgwarmError):
     """``original`` names a folder (or an S3 prefix holding objects), not one file."""
+
+
+class MalformedEvent(ImgwarmError):
+    """A bucket notification that is not JSON, too big, too deep, or not of a known shape
+    (`imgwarm listen` logs its one line, counts it and goes on)."""

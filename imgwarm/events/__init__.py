@@ -4,7 +4,12 @@ In (each source a module; every handler idempotent, since delivery is at-least-o
 unordered):
 
     notification.py  S3 event notifications (AWS, MinIO, EventBridge) -> changes to originals
+    order.py         per key, the newest event handled (Redis): repeats and late ones dropped
     listen.py        `imgwarm listen`: changes from SQS, a Redis list or a webhook -> jobs
+    from_sqs.py      its sources, one module each: an SQS queue,
+    from_redis.py    a Redis list (MinIO's Redis target, access format),
+    from_http.py     a webhook endpoint (MinIO's webhook target), bearer token checked
+    reconcile.py     the originals listed against their records: what events missed
     watch.py         `imgwarm watch`: a local folder's complete files -> made, removed ones down
 
 Out:
