@@ -81,10 +81,10 @@ def test_uploads_flow_from_minio_through_listen_to_warm_following(
     services = resolved["services"]
     minio = services["minio"]["environment"]
     listen = services["listen"]["command"]
-    assert minio["MINIO_NOTIFY_REDIS_FORMAT"] == "access"
-    assert minio["MINIO_NOTIFY_REDIS_ADDRESS"].startswith("redis:")
+    assert minio["MINIO_NOTIFY_REDIS_FORMAT_PRIMARY"] == "access"
+    assert minio["MINIO_NOTIFY_REDIS_ADDRESS_PRIMARY"].startswith("redis:")
     assert minio["MINIO_API_SYNC_EVENTS"] == "on"
-    assert listen[listen.index("--redis-list") + 1] == minio["MINIO_NOTIFY_REDIS_KEY"]
+    assert listen[listen.index("--redis-list") + 1] == minio["MINIO_NOTIFY_REDIS_KEY_PRIMARY"]
     assert "--reconcile-every" in listen
     bucket = services["bucket"]["command"]
     assert bucket[:2] == ["bucket", "--create"]
