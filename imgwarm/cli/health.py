@@ -15,7 +15,8 @@ ROLES = ("auto", "worker", "warm", "cli")
 
 def role_of(command_line: list[str]) -> str:
     """The role of a process from its command line: `imgwarm worker ...` is a worker,
-    `imgwarm warm --every ...` (or ``--follow``) the warm service, anything else a one-off command."""
+    `imgwarm warm --every ...` (or ``--follow``) the warm service, anything else a one-off
+    command."""
     names = [Path(word).name for word in command_line]
     if "imgwarm" not in names:
         return "cli"

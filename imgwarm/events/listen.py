@@ -9,9 +9,11 @@ repeated event is a duplicate. A malformed or oversized message is one line, cou
 acknowledged (it will never read better); one whose jobs could not be queued (the broker
 away) is not acknowledged, and comes back.
 
-An ObjectRemoved always queues the takedown, even for a key with no manifest yet: its make job
-may still be queued or running, and the takedown task (which fails with UnknownSource for a
-key never made) costs less than a check here that such a job would race.
+An ObjectRemoved always queues the takedown (``when_gone``), even for a key with no manifest
+yet: jobs run in any order, so the takedown checks when it runs that the original is still
+gone (one uploaded anew since is kept), and tombstones a key never made, so that a make still
+running from its upload does not publish it after (optimize checks the record before its
+manifest goes in).
 
 Every source runs in a thread of its own; handling is serialized by one lock, so that two
 events of one key from two sources are checked and recorded in turn.
@@ -139,7 +141,7 @@ class Listener:
             enqueue_all([change.key], self.settings)
             self.counters.add("queued")
         else:
-            enqueue_delete(change.key, settings=self.settings)
+            enqueue_delete(change.key, when_gone=True, settings=self.settings)
             self.counters.add("deleted")
         self.order.commit(change)  # after the job: a crash before this handles it again
         self.say("queued" if change.kind == "created" else "takedown", change.key, source,

@@ -43,13 +43,16 @@ class Deletion:
     original: bool = False  # the original was removed
     # left for gc: the store's references are not built, so who else names them is unknown
     pending: list[str] = field(default_factory=list)
+    back: bool = False  # when_gone, and the original is there again: nothing taken down
 
     def to_object(self) -> dict[str, Any]:
         return {"key": self.key, "ok": True, "already": self.already, "removed": self.removed,
                 "kept": self.kept, "pending": self.pending, "bytes": self.freed,
-                "original": self.original}
+                "original": self.original, "back": self.back}
 
     def line(self) -> str:
+        if self.back:
+            return f"kept      {self.key}: its original is there again (uploaded anew)"
         text = f"deleted   {self.key}: {len(self.removed)} variant(s), {self.freed:,} bytes"
         text += f"; {len(self.kept)} kept (named by another source)" if self.kept else ""
         text += (f"; {len(self.pending)} left for gc (this store's references are not built: "
@@ -69,18 +72,25 @@ def resolve_key(key: str | os.PathLike[str], stores: Stores) -> str:
     return str(key)
 
 
-def delete(key: str, stores: Stores, *, original: bool = False,
+def delete(key: str, stores: Stores, *, original: bool = False, when_gone: bool = False,
            now: float | None = None) -> Deletion:
     """Take the source at ``key`` down (see the module's docstring). Raises LayoutError for an
     unsafe key, UnknownSource when nothing is known of it (and ``original`` is not asked),
     NotAnOriginal when ``original`` names a folder (before anything is written),
-    StorageError when the origin or manifest store fails (run it again: it goes on)."""
+    StorageError when the origin or manifest store fails (run it again: it goes on).
+
+    ``when_gone``: the takedown of a bucket event saying the original was removed. Jobs run
+    in any order, so it checks first: an original that is there again (uploaded anew since)
+    is not taken down (``back``); a key never made gets a tombstone all the same, so that a
+    make still running from its upload does not publish it after this."""
     local_file = os.path.isabs(key)  # a local source's key is its absolute path
     if not local_file:
         check_source_key(key)
     manifests = stores.manifests
+    if when_gone and not original and _original_exists(key, stores, local_file):
+        return Deletion(key, back=True)
     previous = manifests.record(key)
-    if previous is None and (local_file or not original):
+    if previous is None and (local_file or not original) and not when_gone:
         raise UnknownSource(f"{key}: no manifest, failure or tombstone here (nothing deleted)")
     if original:  # before the tombstone: a delete refused leaves nothing behind
         _check_original(key, stores, local_file)
@@ -116,6 +126,10 @@ def _finish_original(done: Deletion, key: str, stores: Stores, local_file: bool,
         _remove_original(key, stores, local_file)
         done.original = True
     return done
+
+
+def _original_exists(key: str, stores: Stores, local_file: bool) -> bool:
+    return os.path.isfile(key) if local_file else stores.origin.exists(key)
 
 
 def _named(record: Record | None) -> list[str]:

@@ -29,7 +29,7 @@ from imgwarm.exceptions import (
     UnreadableSource,
     too_large,
 )
-from imgwarm.manifest import Credits, Failure, Manifest, Tombstone, Variant, named
+from imgwarm.manifest import Credits, Failure, Manifest, Record, Tombstone, Variant, named
 from imgwarm.pipeline.isolate import IN_PROCESS, PixelWork
 from imgwarm.pipeline.made import Encoded
 from imgwarm.pipeline.naming import content_hash
@@ -190,11 +190,23 @@ def optimize_bytes(
             placeholder=made.placeholder,
         )
         if manifest != previous:  # files were missing, the manifest was right: keep it
+            _not_taken_down(key, name, previous, stores)
             stores.manifests.put(manifest, previous, claimed=True)
     except BaseException:  # whatever stops it, a failed source leaves nothing behind
         _undo(key, fresh, created, stores)
         raise
     return Outcome(manifest, reused=False)
+
+
+def _not_taken_down(key: str, name: str, previous: Record | None, stores: Stores) -> None:
+    """A takedown that came while this source was being made (its original removed: a bucket
+    event's delete, or ``imgwarm delete``) is not undone by publishing it after: the files
+    made are removed as for any failure (UnreadableSource, never recorded over the
+    tombstone)."""
+    now = stores.manifests.record(key)
+    if isinstance(now, Tombstone) and now != previous:
+        raise UnreadableSource(name, "taken down while it was being made (imgwarm delete, or "
+                               "its original removed): not published")
 
 
 def optimize_file(

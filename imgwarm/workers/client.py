@@ -177,18 +177,21 @@ class DeleteJob:
         return {"key": self.key, "ok": False, "error": _message(self.key, value)}
 
 
-def enqueue_delete(key: str, *, original: bool = False,
+def enqueue_delete(key: str, *, original: bool = False, when_gone: bool = False,
                    settings: Settings | None = None) -> DeleteJob:
     """Queue the takedown of a source key (the call for a web app's delete handler): its
-    variants leave the origin, and every cache server's next warm removes them."""
+    variants leave the origin, and every cache server's next warm removes them.
+    ``when_gone``: only if its original is still gone when the job runs (a bucket event's)."""
     from imgwarm.config import load_settings
 
     check_source_key(key)
     settings = settings or load_settings()
     app = client_app(settings)
     job = DeleteJob(key, f"imgwarm-delete-{uuid.uuid4().hex}", settings)
+    # (when_gone only when set: a worker of an earlier version takes the rest)
+    kwargs = {"original": original} | ({"when_gone": True} if when_gone else {})
     _broker(settings, f"queueing the delete of {key}", lambda: app.send_task(
-        DELETE_TASK, args=[key], kwargs={"original": original}, task_id=job.id))
+        DELETE_TASK, args=[key], kwargs=kwargs, task_id=job.id))
     return job
 
 

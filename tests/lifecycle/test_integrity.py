@@ -319,3 +319,41 @@ def test_a_failed_put_back_keeps_the_bytes_and_puts_back_the_rest(site: Site) ->
         reclaim(origin, Unknowable(s.manifests.references), paths[1])  # type: ignore[arg-type]
     rescued = Path(str(one.value).split("copy ")[1].split(" back")[0])
     assert rescued.read_bytes() == b"variant 1" and s.origin.read(paths[1]) is None
+
+
+# 8. A takedown while the source is being made (issue 39: a bucket event's removal handled by
+#    one worker while another still makes the upload): the make must not publish after it.
+
+def test_a_takedown_during_a_make_is_not_undone(site: Site) -> None:
+    made = by_key(site)["photo-0.jpg"]
+    source = site.sources / "photo-0.jpg"
+    source.write_bytes(source.read_bytes() + b"\0")  # changed: made again, new variants
+    key = made.key
+
+    def taken_down() -> None:
+        delete(key, stores(site))
+
+    before = origin_paths(site)
+    with racepoints.at("optimize.written", taken_down), \
+            pytest.raises(UnreadableSource, match="taken down while it was being made"):
+        optimize_file(source, settings=site.settings, stores=stores(site), key=key)
+    record = stores(site).manifests.record(key)
+    assert isinstance(record, Tombstone)
+    assert origin_paths(site) == before - {v.path for v in made.variants}  # no new file stayed
+
+
+def test_an_upload_removed_before_its_make_ends_is_never_published(site: Site) -> None:
+    source = site.sources / "fresh.jpg"
+    source.write_bytes((site.sources / "photo-1.jpg").read_bytes() + b"\0")
+    key = str(source.resolve())
+
+    def removed() -> None:  # the original's removal, then its event's takedown
+        assert delete(key, stores(site), when_gone=True).back  # still there: kept
+        source.unlink()
+        assert not delete(key, stores(site), when_gone=True).back
+
+    before = origin_paths(site)
+    with racepoints.at("optimize.written", removed), pytest.raises(UnreadableSource):
+        optimize_file(source, settings=site.settings, stores=stores(site), key=key)
+    assert isinstance(stores(site).manifests.record(key), Tombstone)
+    assert origin_paths(site) == before
