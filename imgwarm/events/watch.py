@@ -1,0 +1,255 @@
+"""``imgwarm watch``: local folders whose complete files are made as they come, and whose
+removed files are taken down, from the kernel's file events (inotify, through watchdog).
+
+A file is complete when the kernel says a writer closed it (IN_CLOSE_WRITE) or it was moved
+in (IN_MOVED_TO): a file still open is never read. Each event only marks its path; the path is
+acted on once no event has come for it for ``settle`` seconds, as its latest event says:
+several closes in a row make it once, with the last bytes; a write that starts again after a
+close waits for the next close; a file removed and put back (an editor's save: rename to a
+backup, write anew) is made, not taken down. Names that are hidden or temporary, and
+imgwarm's own roots, are passed over (``folder.py``).
+
+On start, the catch-up: files changed while no watcher ran (no record, or one older than the
+file) are made, and records whose file is gone are taken down. The watch starts first, so
+that nothing changed during the catch-up is missed.
+
+The pixel work runs in worker processes (``pipeline/isolate.py``): a file that crashes a
+decoder fails alone, with its line, and the watcher goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+from watchdog.events import (
+    DirCreatedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+
+from imgwarm.config import Settings
+from imgwarm.events.folder import Folders, changed, gone, inside
+from imgwarm.events.out import Outbox, deleted, failed, published
+from imgwarm.exceptions import ImgwarmError, SettingsError, UnknownSource
+from imgwarm.lifecycle.delete import Deletion, delete
+from imgwarm.manifest import Credits, SourceResult, Tombstone
+from imgwarm.pipeline.batch import Scanned, batch_workers, one_file
+from imgwarm.pipeline.isolate import Isolated
+from imgwarm.store import Stores, local_key
+
+Kind = Literal["closed", "gone", "writing"]
+Outcome = SourceResult | Deletion
+SETTLE = 0.5  # seconds without an event for a path before it is acted on
+WAKE = 1.0  # seconds: the loop looks at its stop flag at least this often
+
+
+class Watcher:
+    """Paths marked by events, acted on once settled, ``workers`` at a time, each path by one
+    worker at a time; ``report`` gets each outcome (from several threads: one at a time)."""
+
+    def __init__(self, folders: Folders, settings: Settings, report: Callable[[Outcome], None],
+                 *, settle: float = SETTLE, credits: Credits | None = None,
+                 stores: Stores | None = None) -> None:
+        self.folders = folders
+        self.settings = settings
+        self.stores = stores or Stores.local(settings.store)
+        self.credits = credits or Credits()
+        self.settle = settle
+        self.outbox = Outbox(settings, explicit_only=True)
+        self._report = report
+        self._shown = threading.Lock()
+        self._cond = threading.Condition(threading.RLock())  # (stop() may run in a handler)
+        self._pending: dict[str, tuple[Kind, float]] = {}
+        self._busy: set[str] = set()
+        self._stopping = False
+
+    def note(self, path: str, kind: Kind, *, now: bool = False) -> None:
+        """What an event says of ``path``; ``writing`` only holds back a close not acted on."""
+        if not self.folders.takes(path):
+            return
+        with self._cond:
+            if kind == "writing":
+                if self._pending.get(path, ("gone",))[0] == "closed":
+                    del self._pending[path]  # its writer's next close marks it again
+                return
+            self._pending[path] = (kind, time.monotonic() + (0.0 if now else self.settle))
+            self._cond.notify_all()
+
+    def note_folder(self, folder: str, kind: Kind | Literal["created"]) -> None:
+        """A folder moved in (each file in it is complete), made (its files closed before
+        its own watch was set: those not open for writing) or moved out (each record under
+        it)."""
+        inner = Folders((folder,), self.folders.skipped)
+        if kind == "closed":
+            for path, _ in inner.files():
+                self.note(path, "closed")
+            return
+        if kind == "created":
+            for path in changed(inner, self.stores, since=float("inf")):
+                self.note(path, "closed")
+            return
+        for record in self.stores.manifests.everything():
+            if not isinstance(record, Tombstone) and inside(record.key, folder):
+                self.note(record.key, "gone")
+
+    def stop(self) -> None:
+        """End the run: the files in hand are finished, the others wait for the catch-up."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
+    def run(self, *, once: bool = False, ready: Callable[[], object] | None = None) -> None:
+        """Watch until ``stop`` (``once``: no watch; the catch-up alone, then return);
+        ``ready`` is called once the watch is on (before the catch-up)."""
+        observer = None if once else self._observe()
+        since = time.time()  # (after the watch is on: what changes now has its event)
+        if ready is not None:
+            ready()
+        try:
+            workers = batch_workers(self.settings, self.settings.image.effective_workers())
+            with Isolated(workers) as pixels, ThreadPoolExecutor(workers) as pool:
+                for path in changed(self.folders, self.stores, since):
+                    self.note(path, "closed", now=True)
+                for key in gone(self.folders, self.stores):
+                    self.note(key, "gone", now=True)
+                self._loop(pool, pixels, once)
+                pool.shutdown(wait=True, cancel_futures=True)  # the files in hand end first
+        finally:
+            if observer is not None:
+                observer.stop()
+                observer.join()
+
+    def _loop(self, pool: ThreadPoolExecutor, pixels: Isolated, once: bool) -> None:
+        while True:
+            with self._cond:
+                due = self._due()
+                while not due and not self._stopping:
+                    if once and not self._pending and not self._busy:
+                        return
+                    waits = [t for p, (_, t) in self._pending.items() if p not in self._busy]
+                    self._cond.wait(min([WAKE, *(t - time.monotonic() for t in waits)]))
+                    due = self._due()
+                if self._stopping:
+                    return
+                for path in due:
+                    kind = self._pending.pop(path)[0]
+                    self._busy.add(path)
+                    pool.submit(self._act, path, kind, pixels)
+
+    def _due(self) -> list[str]:
+        now = time.monotonic()
+        return [p for p, (_, t) in self._pending.items() if t <= now and p not in self._busy]
+
+    def _act(self, path: str, kind: Kind, pixels: Isolated) -> None:
+        try:
+            outcome = self._make(path, pixels) if kind == "closed" else self._take_down(path)
+        except Exception as error:  # a bug must cost one file, not the watcher
+            outcome = SourceResult(path, error=f"{path}: internal error: {error!r}")
+        finally:
+            with self._cond:
+                self._busy.discard(path)
+                self._cond.notify_all()
+        if outcome is not None:
+            with self._shown:
+                self._report(outcome)
+
+    def _make(self, path: str, pixels: Isolated) -> SourceResult | None:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None  # gone since: its own event says so
+        if not os.path.isfile(path) or os.path.islink(path) or not info.st_size:
+            return None  # an empty file is not written yet; links are not followed
+        result = one_file(Scanned(Path(path), self.folders.within(path)), self.settings,
+                          self.stores, self.credits, pixels)
+        if result.manifest is not None and not result.reused:
+            self.outbox.add(published(result.manifest))
+        elif result.error is not None:
+            self.outbox.add(failed(local_key(Path(path)), result.error))
+        return result
+
+    def _take_down(self, path: str) -> Outcome | None:
+        if os.path.lexists(path):
+            return None  # back already (a save by rename): its close makes it
+        key = local_key(Path(path))
+        record = self.stores.manifests.record(key)
+        if record is None or isinstance(record, Tombstone):
+            return None  # never made, or down already
+        try:
+            done = delete(key, self.stores)
+        except UnknownSource:
+            return None
+        except ImgwarmError as error:
+            return SourceResult(path, error=f"{path}: not taken down: {error}")
+        self.outbox.add(deleted(key, done.removed))
+        return done
+
+    def _observe(self) -> Any:
+        """The watch, on every folder, recursive; started (its inotify watches are set)."""
+        try:
+            from watchdog.observers.inotify import InotifyObserver
+        except ImportError:  # (watchdog's inotify observer exists on Linux only)
+            raise SettingsError("watch: needs Linux's inotify (close-write events)") from None
+        # full events: a move from or to outside the folders comes as a move with one side
+        # empty, not as a create (which a file still being written also gives)
+        observer = InotifyObserver(generate_full_events=True)
+        handler = _Handler(self)
+        for folder in self.folders.watched:
+            observer.schedule(handler, folder, recursive=True, event_filter=_Handler.kinds())
+        observer.start()
+        return observer
+
+
+class _Handler(FileSystemEventHandler):
+    """watchdog's events, as marks on the watcher (in watchdog's thread)."""
+
+    def __init__(self, watcher: Watcher) -> None:
+        super().__init__()
+        self.watcher = watcher
+
+    @staticmethod
+    def kinds() -> list[type[FileSystemEvent]]:
+        return [FileClosedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
+                DirMovedEvent, DirCreatedEvent]
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        source, target = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
+        note = self.watcher.note
+        if event.event_type == "moved":
+            if event.is_directory:  # (a move inside the folders: watchdog gives each file's)
+                if source and not target:
+                    self.watcher.note_folder(source, "gone")
+                elif target and not source:
+                    self.watcher.note_folder(target, "closed")
+                return
+            if source:
+                note(source, "gone")
+            if target:
+                note(target, "closed")
+        elif event.is_directory:
+            if event.event_type == "created":
+                self.watcher.note_folder(source, "created")
+        elif event.event_type == "closed":
+            note(source, "closed")
+        elif event.event_type == "deleted":
+            note(source, "gone")
+        elif event.event_type == "modified":
+            note(source, "writing")
+
+
+def watch(folders: Iterable[os.PathLike[str] | str], settings: Settings,
+          report: Callable[[Outcome], None], **options: Any) -> Watcher:
+    """A Watcher of ``folders`` (SettingsError, one line, for one it cannot take); call its
+    ``run``."""
+    return Watcher(Folders.of(folders, settings), settings, report, **options)

@@ -1,0 +1,266 @@
+"""`imgwarm watch`, a real process on a real folder: complete files are made once (never half
+written), temporary and hidden names are passed over until renamed, a removed file is taken
+down, a bad file costs its line alone, and a restart catches up with what changed meanwhile."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from imgwarm.config import Settings
+from imgwarm.manifest import Manifest, Tombstone
+from imgwarm.store import Stores, local_key
+from tests.support.corpus import corpus_files
+from tests.support.servers import IMGWARM, clean_env, wait_for
+
+PHOTO = "DSCN0010.jpg"  # a camera photo; the others below are small, to keep the tests quick
+SMALL = ["cat.jpg", "concert.jpg", "02.jpg", "monkey12.jpg"]
+
+
+def corpus(name: str) -> Path:
+    return corpus_files(name)[0]
+
+
+class Watching:
+    """A real ``imgwarm watch`` process on ``folder``, its output in files."""
+
+    def __init__(self, folder: Path, settings: Settings, *args: str, as_json: bool = True
+                 ) -> None:
+        self.folder, self.settings = folder, settings
+        work = settings.store.origin_root.parent
+        self.out, self.err = work / "watch.out", work / "watch.err"
+        self.skip = (len(self.out.read_bytes()) if self.out.exists() else 0,
+                     len(self.err.read_bytes()) if self.err.exists() else 0)
+        env = clean_env(IMGWARM_ORIGIN_ROOT=str(settings.store.origin_root),
+                        IMGWARM_MANIFEST_ROOT=str(settings.store.manifest_root),
+                        IMGWARM_WORKERS="1")
+        with self.out.open("ab") as out, self.err.open("ab") as err:
+            self.process = subprocess.Popen(
+                [str(IMGWARM), "watch", *(["--json"] if as_json else []), *args, str(folder)],
+                stdout=out, stderr=err, env=env, cwd=work)
+        self.sentinels = 0
+        if "--once" not in args:
+            wait_for(self._ready, "the watcher to start", timeout=60)
+
+    def _ready(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(f"watch exited with {self.process.returncode}: {self.stderr()}")
+        return "watching " in self.stderr()
+
+    def stdout(self) -> str:
+        return self.out.read_bytes()[self.skip[0]:].decode()
+
+    def stderr(self) -> str:
+        return self.err.read_bytes()[self.skip[1]:].decode(errors="replace")
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout().splitlines()]
+
+    def of(self, path: Path, event: str) -> list[dict[str, Any]]:
+        key = local_key(path)
+        return [e for e in self.events() if e["event"] == event
+                and (e.get("source") == str(path) or e.get("key") == key)]
+
+    def wait(self, path: Path, event: str, count: int = 1) -> None:
+        wait_for(lambda: len(self.of(path, event)) >= count,
+                 f"{event} of {path.name} (stdout: {self.stdout()}, stderr: {self.stderr()})",
+                 timeout=60)
+
+    def settled(self) -> None:
+        """Every event before now acted on: a new file, made after them (one worker, in the
+        order their quiet time ends)."""
+        self.sentinels += 1
+        path = self.folder / f"sentinel-{self.sentinels}.jpg"
+        shutil.copy(corpus("01.jpg"), path)
+        self.wait(path, "made")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.wait(60) == 0, self.stderr()
+
+
+@pytest.fixture
+def folder(settings: Settings) -> Path:
+    path = settings.store.origin_root.parent / "uploads"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def watching(folder: Path, settings: Settings) -> Any:
+    watcher = Watching(folder, settings)
+    yield watcher
+    if watcher.process.poll() is None:
+        watcher.stop()
+
+
+def record(settings: Settings, path: Path) -> Any:
+    return Stores.local(settings.store).manifests.record(local_key(path))
+
+
+def check_made(settings: Settings, path: Path, data: bytes) -> Manifest:
+    """The file's manifest is of these bytes, and its variants decode at their sizes."""
+    manifest = record(settings, path)
+    assert isinstance(manifest, Manifest), manifest
+    assert manifest.source_sha256 == hashlib.sha256(data).hexdigest()
+    assert manifest.variants
+    for variant in manifest.variants:
+        with Image.open(settings.store.origin_root / variant.path) as image:
+            assert image.size == (variant.width, variant.height)
+    return manifest
+
+
+def test_a_photo_copied_in_is_made_once(watching: Watching, folder: Path,
+                                        settings: Settings) -> None:
+    target = folder / "sub" / "photo.jpg"
+    target.parent.mkdir()
+    shutil.copy(corpus(PHOTO), target)
+    watching.wait(target, "made")
+    manifest = check_made(settings, target, corpus(PHOTO).read_bytes())
+    with Image.open(corpus(PHOTO)) as original:
+        assert max(manifest.width, manifest.height) == max(original.size)
+    watching.settled()
+    assert len(watching.of(target, "made")) == 1
+
+
+def test_a_file_written_slowly_is_made_once_after_its_close(
+        watching: Watching, folder: Path, settings: Settings) -> None:
+    data = corpus(PHOTO).read_bytes()
+    target = folder / "slow.jpg"
+    with target.open("wb") as handle:
+        for start in range(0, len(data), len(data) // 3 + 1):
+            handle.write(data[start:start + len(data) // 3 + 1])
+            handle.flush()
+            time.sleep(0.5)
+        assert record(settings, target) is None  # written for 1.5 s: never read while open
+    watching.wait(target, "made")
+    check_made(settings, target, data)
+    watching.settled()
+    assert len(watching.of(target, "made")) == 1
+
+
+def test_closes_in_quick_succession_make_it_once_with_the_last_bytes(
+        watching: Watching, folder: Path, settings: Settings) -> None:
+    target = folder / "again.jpg"
+    for name in SMALL:
+        target.write_bytes(corpus(name).read_bytes())
+    watching.wait(target, "made")
+    check_made(settings, target, corpus(SMALL[-1]).read_bytes())
+    watching.settled()
+    assert len(watching.of(target, "made")) == 1
+
+
+def test_a_file_moved_in_from_outside_is_made(watching: Watching, folder: Path,
+                                              settings: Settings) -> None:
+    outside = settings.store.origin_root.parent / "elsewhere.jpg"
+    shutil.copy(corpus("cat.jpg"), outside)
+    target = folder / "moved.jpg"
+    os.rename(outside, target)
+    watching.wait(target, "made")
+    check_made(settings, target, corpus("cat.jpg").read_bytes())
+
+
+def test_hidden_and_partial_names_wait_for_their_final_name(
+        watching: Watching, folder: Path, settings: Settings) -> None:
+    partial, hidden = folder / "x.jpg.part", folder / ".upload.jpg.a1B2c3"
+    shutil.copy(corpus("cat.jpg"), partial)
+    shutil.copy(corpus("concert.jpg"), hidden)
+    watching.settled()
+    assert record(settings, partial) is None and record(settings, hidden) is None
+    assert not watching.of(partial, "made") and not watching.of(hidden, "made")
+    final, shown = folder / "x.jpg", folder / "upload.jpg"
+    os.rename(partial, final)
+    os.rename(hidden, shown)
+    watching.wait(final, "made")
+    watching.wait(shown, "made")
+    check_made(settings, final, corpus("cat.jpg").read_bytes())
+    check_made(settings, shown, corpus("concert.jpg").read_bytes())
+
+
+def test_a_removed_file_is_taken_down(watching: Watching, folder: Path,
+                                      settings: Settings) -> None:
+    target = folder / "gone.jpg"
+    shutil.copy(corpus("concert.jpg"), target)
+    watching.wait(target, "made")
+    variants = [settings.store.origin_root / v.path
+                for v in check_made(settings, target, target.read_bytes()).variants]
+    target.unlink()
+    watching.wait(target, "deleted")
+    tomb = record(settings, target)
+    assert isinstance(tomb, Tombstone)
+    assert not any(p.exists() for p in variants)
+    never = folder / "never.jpg.part"  # removing a file never made says nothing
+    never.write_bytes(b"x")
+    never.unlink()
+    watching.settled()
+    assert [e["event"] for e in watching.events() if "sentinel" not in str(e)] == \
+        ["made", "deleted"]
+
+
+def test_a_bad_file_is_one_line_and_the_watcher_goes_on(folder: Path,
+                                                        settings: Settings) -> None:
+    watcher = Watching(folder, settings, as_json=False)
+    try:
+        bad = folder / "bad.jpg"
+        shutil.copy(corpus("truncated.jpg"), bad)
+        wait_for(lambda: "bad.jpg" in watcher.stderr(), "the bad file's line", timeout=60)
+        good = folder / "good.jpg"
+        shutil.copy(corpus("cat.jpg"), good)
+        wait_for(lambda: "good.jpg" in watcher.stdout(), "the next file made", timeout=60)
+        lines = [line for line in watcher.stderr().splitlines() if "bad.jpg" in line]
+        assert len(lines) == 1 and lines[0].startswith("FAILED"), watcher.stderr()
+        assert "Traceback" not in watcher.stderr()
+        check_made(settings, good, corpus("cat.jpg").read_bytes())
+        assert watcher.process.poll() is None
+    finally:
+        watcher.stop()
+
+
+def test_a_restart_catches_up_with_what_changed_while_stopped(
+        watching: Watching, folder: Path, settings: Settings) -> None:
+    kept, changed, removed = (folder / n for n in ("kept.jpg", "changed.jpg", "removed.jpg"))
+    for path, name in ((kept, "cat.jpg"), (changed, "concert.jpg"), (removed, "02.jpg")):
+        shutil.copy(corpus(name), path)
+        watching.wait(path, "made")
+    watching.stop()
+    added = folder / "added.jpg"
+    shutil.copy(corpus("monkey12.jpg"), added)
+    changed.write_bytes(corpus("Pentax_K10D.jpg").read_bytes())
+    removed.unlink()
+
+    again = Watching(folder, settings)
+    try:
+        again.wait(added, "made")
+        again.wait(changed, "made")
+        again.wait(removed, "deleted")
+        check_made(settings, added, corpus("monkey12.jpg").read_bytes())
+        check_made(settings, changed, corpus("Pentax_K10D.jpg").read_bytes())
+        assert isinstance(record(settings, removed), Tombstone)
+        again.settled()
+        assert not again.of(kept, "made")  # unchanged: not made again
+    finally:
+        again.stop()
+    once = Watching(folder, settings, "--once")  # nothing changed since: nothing to do
+    assert once.process.wait(60) == 0, once.stderr()
+    assert once.events() == []
+
+
+def test_imgwarm_s_own_roots_are_refused(settings: Settings) -> None:
+    settings.store.manifest_root.mkdir(parents=True)
+    done = subprocess.run(
+        [str(IMGWARM), "watch", str(settings.store.manifest_root)], capture_output=True,
+        text=True, timeout=60, env=clean_env(
+            IMGWARM_ORIGIN_ROOT=str(settings.store.origin_root),
+            IMGWARM_MANIFEST_ROOT=str(settings.store.manifest_root)))
+    assert done.returncode == 2
+    assert "manifest_root" in done.stderr and "Traceback" not in done.stderr
