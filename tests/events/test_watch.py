@@ -24,7 +24,7 @@ from tests.support.corpus import corpus_files
 from tests.support.servers import IMGWARM, clean_env, wait_for
 
 PHOTO = "DSCN0010.jpg"  # a camera photo; the others below are small, to keep the tests quick
-SMALL = ["cat.jpg", "concert.jpg", "02.jpg", "monkey12.jpg"]
+SMALL = ["cat.jpg", "concert.jpg", "02.jpg", "BlueSquare.jpg"]
 
 
 def corpus(name: str) -> Path:
@@ -234,7 +234,7 @@ def test_a_restart_catches_up_with_what_changed_while_stopped(
         watching.wait(path, "made")
     watching.stop()
     added = folder / "added.jpg"
-    shutil.copy(corpus("monkey12.jpg"), added)
+    shutil.copy(corpus("BlueSquare.jpg"), added)
     changed.write_bytes(corpus("Pentax_K10D.jpg").read_bytes())
     removed.unlink()
 
@@ -243,7 +243,7 @@ def test_a_restart_catches_up_with_what_changed_while_stopped(
         again.wait(added, "made")
         again.wait(changed, "made")
         again.wait(removed, "deleted")
-        check_made(settings, added, corpus("monkey12.jpg").read_bytes())
+        check_made(settings, added, corpus("BlueSquare.jpg").read_bytes())
         check_made(settings, changed, corpus("Pentax_K10D.jpg").read_bytes())
         assert isinstance(record(settings, removed), Tombstone)
         again.settled()
