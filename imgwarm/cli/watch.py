@@ -39,8 +39,9 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
     `imgwarm delete` would; runs until SIGTERM or Ctrl-C (the files in hand are finished).
 
     Complete means closed after writing, or moved in: a file still being written is never
-    read. Hidden names (a dot first), temporary ones (*.part, *.tmp, *.crdownload, *.swp,
-    x~, ~x, rsync's .x.XXXXXX) and anything under imgwarm's own roots are passed over.
+    read. Hidden names (a dot first), temporary ones (`*.part`, `*.tmp`, `*.crdownload`,
+    `*.swp`, `x~`, `~x`, rsync's `.x.XXXXXX`), files that are not images by their suffix,
+    and anything under imgwarm's own roots are passed over.
     On start, what changed while no watcher ran is caught up. Each file a line on stdout
     (failures on stderr, one line each: the watcher goes on). With events_redis_url set,
     each publish, failure and takedown is also added to the events stream.

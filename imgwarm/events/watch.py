@@ -205,9 +205,14 @@ class Watcher:
         # empty, not as a create (which a file still being written also gives)
         observer = InotifyObserver(generate_full_events=True)
         handler = _Handler(self)
-        for folder in self.folders.watched:
-            observer.schedule(handler, folder, recursive=True, event_filter=_Handler.kinds())
-        observer.start()
+        try:
+            for folder in self.folders.watched:
+                observer.schedule(handler, folder, recursive=True, event_filter=_Handler.kinds())
+            observer.start()
+        except OSError as error:  # ENOSPC: a watch a folder, past fs.inotify.max_user_watches
+            raise ImgwarmError(f"watch: cannot watch {', '.join(self.folders.watched)}: "
+                               f"{error.strerror or error} (a folder a watch: see "
+                               "sysctl fs.inotify.max_user_watches)") from None
         return observer
 
 

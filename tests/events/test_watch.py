@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,11 @@ import pytest
 from PIL import Image
 
 from imgwarm.config import Settings
+from imgwarm.events.out import parse
 from imgwarm.manifest import Manifest, Tombstone
 from imgwarm.store import Stores, local_key
 from tests.support.corpus import corpus_files
-from tests.support.servers import IMGWARM, clean_env, wait_for
+from tests.support.servers import IMGWARM, RedisServer, clean_env, wait_for
 
 PHOTO = "DSCN0010.jpg"  # a camera photo; the others below are small, to keep the tests quick
 SMALL = ["cat.jpg", "concert.jpg", "02.jpg", "BlueSquare.jpg"]
@@ -34,8 +36,8 @@ def corpus(name: str) -> Path:
 class Watching:
     """A real ``imgwarm watch`` process on ``folder``, its output in files."""
 
-    def __init__(self, folder: Path, settings: Settings, *args: str, as_json: bool = True
-                 ) -> None:
+    def __init__(self, folder: Path, settings: Settings, *args: str, as_json: bool = True,
+                 env: dict[str, str] | None = None) -> None:
         self.folder, self.settings = folder, settings
         work = settings.store.origin_root.parent
         self.out, self.err = work / "watch.out", work / "watch.err"
@@ -43,7 +45,7 @@ class Watching:
                      len(self.err.read_bytes()) if self.err.exists() else 0)
         env = clean_env(IMGWARM_ORIGIN_ROOT=str(settings.store.origin_root),
                         IMGWARM_MANIFEST_ROOT=str(settings.store.manifest_root),
-                        IMGWARM_WORKERS="1")
+                        IMGWARM_WORKERS="1", **(env or {}))
         with self.out.open("ab") as out, self.err.open("ab") as err:
             self.process = subprocess.Popen(
                 [str(IMGWARM), "watch", *(["--json"] if as_json else []), *args, str(folder)],
@@ -253,6 +255,29 @@ def test_a_restart_catches_up_with_what_changed_while_stopped(
     once = Watching(folder, settings, "--once")  # nothing changed since: nothing to do
     assert once.process.wait(60) == 0, once.stderr()
     assert once.events() == []
+
+
+def test_each_publish_failure_and_takedown_is_added_to_the_events_stream(
+        folder: Path, settings: Settings, redis_server: RedisServer) -> None:
+    stream = f"imgwarm:events:{uuid.uuid4().hex}"
+    watcher = Watching(folder, settings, env={"IMGWARM_EVENTS_REDIS_URL": redis_server.url,
+                                              "IMGWARM_EVENTS_STREAM": stream})
+    try:
+        good, bad = folder / "good.jpg", folder / "bad.jpg"
+        shutil.copy(corpus("cat.jpg"), good)
+        watcher.wait(good, "made")
+        good.unlink()
+        watcher.wait(good, "deleted")
+        shutil.copy(corpus("truncated.jpg"), bad)
+        watcher.wait(bad, "failed")
+    finally:
+        watcher.stop()
+    events = [parse(fields) for _, fields in redis_server.client.xrange(stream)]
+    assert [(e["type"], e["key"]) for e in events if e] == [
+        ("published", local_key(good)), ("deleted", local_key(good)), ("failed", local_key(bad))]
+    made, gone = events[0], events[1]
+    assert made and gone and sorted(v["path"] for v in made["variants"]) == sorted(gone["removed"])
+    assert all(v["width"] > 0 and v["bytes"] > 0 for v in made["variants"])
 
 
 def test_imgwarm_s_own_roots_are_refused(settings: Settings) -> None:
