@@ -21,10 +21,13 @@ from PIL import Image
 from imgwarm.config import Settings
 from imgwarm.events.out import parse
 from imgwarm.manifest import Manifest, Tombstone
+from imgwarm.pipeline.budget import MemoryBudget
 from imgwarm.store import Stores, local_key
 from tests.support.corpus import corpus_files
+from tests.support.processes import children, holding
 from tests.support.servers import IMGWARM, RedisServer, clean_env, wait_for
 
+BUDGET = 512 << 20
 PHOTO = "DSCN0010.jpg"  # a camera photo; the others below are small, to keep the tests quick
 SMALL = ["cat.jpg", "concert.jpg", "02.jpg", "BlueSquare.jpg"]
 
@@ -224,6 +227,34 @@ def test_a_bad_file_is_one_line_and_the_watcher_goes_on(folder: Path,
         assert "Traceback" not in watcher.stderr()
         check_made(settings, good, corpus("cat.jpg").read_bytes())
         assert watcher.process.poll() is None
+    finally:
+        watcher.stop()
+
+
+def test_a_decoder_crash_fails_that_file_alone(folder: Path, settings: Settings) -> None:
+    """The kill lands mid-file as in tests/pipeline/test_isolate.py: the test holds the whole
+    memory budget, so the worker that probed the file waits inside it, budget file open."""
+    temp = settings.store.origin_root.parent / "tmp"
+    budget_file = temp / f"imgwarm-{os.getuid()}" / "memory"
+    budget_file.parent.mkdir(mode=0o700, parents=True)
+    watcher = Watching(folder, settings, env={"TMPDIR": str(temp),
+                                              "IMGWARM_MAX_MEMORY": str(BUDGET)})
+    try:
+        crashed, good = folder / "crashed.jpg", folder / "good.jpg"
+        with MemoryBudget(BUDGET, path=budget_file).reserve(BUDGET):
+            shutil.copy(corpus(PHOTO), crashed)
+            victim = wait_for(lambda: next((c for c in children(watcher.process.pid)
+                                            if holding(c, budget_file)), None),
+                              "a worker waiting for memory", timeout=60)
+            os.kill(victim, signal.SIGSEGV)
+            watcher.wait(crashed, "failed")
+        (failure,) = watcher.of(crashed, "failed")
+        assert failure["error"] == f"{crashed}: the decoder crashed on this file " \
+            "(signal 11, SIGSEGV)"
+        assert record(settings, crashed) is None
+        shutil.copy(corpus("cat.jpg"), good)
+        watcher.wait(good, "made")
+        check_made(settings, good, corpus("cat.jpg").read_bytes())
     finally:
         watcher.stop()
 
