@@ -6,6 +6,7 @@ unordered):
     notification.py  S3 event notifications (AWS, MinIO, EventBridge) -> changes to originals
     listen.py        `imgwarm listen`: changes from SQS, a Redis list or a webhook -> jobs
     watch.py         `imgwarm watch`: a local folder's complete files -> made, removed ones down
+    folder.py        what a watched folder holds: names taken, roots refused, the catch-up
 
 Out:
 

@@ -51,6 +51,7 @@ from imgwarm.store import Stores, local_key
 Kind = Literal["closed", "gone", "writing"]
 Outcome = SourceResult | Deletion
 SETTLE = 0.5  # seconds without an event for a path before it is acted on
+TOGETHER = 0.05  # seconds: paths due this close are one round (a move's two sides)
 WAKE = 1.0  # seconds: the loop looks at its stop flag at least this often
 
 
@@ -148,8 +149,12 @@ class Watcher:
                     pool.submit(self._act, path, kind, pixels)
 
     def _due(self) -> list[str]:
-        now = time.monotonic()
-        return [p for p, (_, t) in self._pending.items() if t <= now and p not in self._busy]
+        """Paths to act on now; files to make first (a file renamed within the folders is
+        made at its new name before its old one is taken down: the variants, named by the
+        new key, stay in place)."""
+        now = time.monotonic() + TOGETHER
+        due = [p for p, (_, t) in self._pending.items() if t <= now and p not in self._busy]
+        return sorted(due, key=lambda p: self._pending[p][0] != "closed")
 
     def _act(self, path: str, kind: Kind, pixels: Isolated) -> None:
         try:

@@ -212,6 +212,30 @@ def test_a_removed_file_is_taken_down(watching: Watching, folder: Path,
         ["made", "deleted"]
 
 
+def test_a_folder_moved_in_renamed_and_moved_out(watching: Watching, folder: Path,
+                                                 settings: Settings) -> None:
+    outside = settings.store.origin_root.parent / "album"
+    outside.mkdir()
+    for name in SMALL[:2]:
+        shutil.copy(corpus(name), outside / name)
+    os.rename(outside, folder / "album")
+    for name in SMALL[:2]:
+        watching.wait(folder / "album" / name, "made")
+    os.rename(folder / "album", folder / "renamed")
+    for name in SMALL[:2]:
+        watching.wait(folder / "renamed" / name, "made")
+        watching.wait(folder / "album" / name, "deleted")
+        (old,) = watching.of(folder / "album" / name, "deleted")
+        assert old["removed"] == [] and old["kept"]  # made at the new name first: kept
+        check_made(settings, folder / "renamed" / name, corpus(name).read_bytes())
+    os.rename(folder / "renamed", outside)
+    for name in SMALL[:2]:
+        watching.wait(folder / "renamed" / name, "deleted")
+        assert isinstance(record(settings, folder / "renamed" / name), Tombstone)
+    slugs = tuple(f"{Path(name).stem}." for name in SMALL[:2])
+    assert not [p for p in settings.store.origin_root.rglob("*") if p.name.startswith(slugs)]
+
+
 def test_a_bad_file_is_one_line_and_the_watcher_goes_on(folder: Path,
                                                         settings: Settings) -> None:
     watcher = Watching(folder, settings, as_json=False)
