@@ -3,6 +3,7 @@ refuses or passes over, and what changed while no watcher ran (the catch-up's ca
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -12,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
 from imgwarm.formats import SOURCE_SUFFIXES
-from imgwarm.manifest import Tombstone
+from imgwarm.manifest import Failure, Manifest, Record, Tombstone
 from imgwarm.store import Stores, local_key
 from imgwarm.store.listing import written
 
@@ -142,12 +143,26 @@ def changed(folders: Folders, stores: Stores, since: float) -> Iterator[str]:
         if (info.st_dev, info.st_ino) in writing:
             continue
         key = local_key(Path(path))
-        if manifests.record(key) is None:
+        record = manifests.record(key)
+        if record is None:
             yield path
             continue
         made = written(manifests.store, str(manifests.key_path(key)))
-        if made < info.st_ctime:
+        if made < info.st_ctime and not _same(path, record):
             yield path
+
+
+def _same(path: str, record: Record | None) -> bool:
+    """Whether the file holds the bytes its record was made from (a file whose ctime moved
+    without a write, by chmod or chown, is not made again at every start: the record of a
+    source found unchanged is not rewritten)."""
+    if not isinstance(record, Manifest | Failure) or record.source_sha256 is None:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest() == record.source_sha256
+    except OSError:
+        return False  # (its make says what is wrong)
 
 
 def gone(folders: Folders, stores: Stores) -> Iterator[str]:

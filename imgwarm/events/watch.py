@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from watchdog.events import (
     DirCreatedEvent,
+    DirDeletedEvent,
     DirMovedEvent,
     FileClosedEvent,
     FileDeletedEvent,
@@ -74,6 +75,7 @@ class Watcher:
         self._pending: dict[str, tuple[Kind, float]] = {}
         self._busy: set[str] = set()
         self._stopping = False
+        self._lost = ""  # why the run ended by itself (a watched folder removed)
 
     def note(self, path: str, kind: Kind, *, now: bool = False) -> None:
         """What an event says of ``path``; ``writing`` only holds back a close not acted on."""
@@ -104,10 +106,15 @@ class Watcher:
             if not isinstance(record, Tombstone) and inside(record.key, folder):
                 self.note(record.key, "gone")
 
-    def stop(self) -> None:
-        """End the run: the files in hand are finished, the others wait for the catch-up."""
+    def stop(self, why: str = "") -> None:
+        """End the run: the files in hand are finished, the others wait for the catch-up.
+        ``why``: it ends by itself once what is marked is done (the takedowns of a folder
+        removed with its files), and ``run`` raises ImgwarmError with this line."""
         with self._cond:
-            self._stopping = True
+            if why:
+                self._lost = self._lost or why
+            else:
+                self._stopping = True
             self._cond.notify_all()
 
     def run(self, *, once: bool = False, ready: Callable[[], object] | None = None) -> None:
@@ -120,23 +127,29 @@ class Watcher:
         try:
             workers = batch_workers(self.settings, self.settings.image.effective_workers())
             with Isolated(workers) as pixels, ThreadPoolExecutor(workers) as pool:
-                for path in changed(self.folders, self.stores, since):
-                    self.note(path, "closed", now=True)
-                for key in gone(self.folders, self.stores):
-                    self.note(key, "gone", now=True)
+                catch_up: list[tuple[Kind, Iterable[str]]] = [
+                    ("closed", changed(self.folders, self.stores, since)),
+                    ("gone", gone(self.folders, self.stores))]
+                for kind, paths in catch_up:
+                    for path in paths:
+                        if self._stopping:  # (SIGTERM during a long walk)
+                            break
+                        self.note(path, kind, now=True)
                 self._loop(pool, pixels, once)
                 pool.shutdown(wait=True, cancel_futures=True)  # the files in hand end first
         finally:
             if observer is not None:
                 observer.stop()
                 observer.join()
+        if self._lost:
+            raise ImgwarmError(self._lost)
 
     def _loop(self, pool: ThreadPoolExecutor, pixels: Isolated, once: bool) -> None:
         while True:
             with self._cond:
                 due = self._due()
                 while not due and not self._stopping:
-                    if once and not self._pending and not self._busy:
+                    if (once or self._lost) and not self._pending and not self._busy:
                         return
                     waits = [t for p, (_, t) in self._pending.items() if p not in self._busy]
                     self._cond.wait(min([WAKE, *(t - time.monotonic() for t in waits)]))
@@ -231,7 +244,7 @@ class _Handler(FileSystemEventHandler):
     @staticmethod
     def kinds() -> list[type[FileSystemEvent]]:
         return [FileClosedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent,
-                DirMovedEvent, DirCreatedEvent]
+                DirMovedEvent, DirCreatedEvent, DirDeletedEvent]
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         source, target = os.fsdecode(event.src_path), os.fsdecode(event.dest_path)
@@ -250,6 +263,8 @@ class _Handler(FileSystemEventHandler):
         elif event.is_directory:
             if event.event_type == "created":
                 self.watcher.note_folder(source, "created")
+            elif event.event_type == "deleted" and source in self.watcher.folders.watched:
+                self.watcher.stop(f"watch: {source} was removed: nothing left to watch")
         elif event.event_type == "closed":
             note(source, "closed")
         elif event.event_type == "deleted":

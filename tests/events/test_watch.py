@@ -294,6 +294,7 @@ def test_a_restart_catches_up_with_what_changed_while_stopped(
     shutil.copy(corpus("BlueSquare.jpg"), added)
     changed.write_bytes(corpus("Pentax_K10D.jpg").read_bytes())
     removed.unlink()
+    os.chmod(kept, 0o600)  # a newer ctime, the same bytes: nothing to make
 
     again = Watching(folder, settings)
     try:
@@ -304,7 +305,7 @@ def test_a_restart_catches_up_with_what_changed_while_stopped(
         check_made(settings, changed, corpus("Pentax_K10D.jpg").read_bytes())
         assert isinstance(record(settings, removed), Tombstone)
         again.settled()
-        assert not again.of(kept, "made")  # unchanged: not made again
+        assert not again.of(kept, "made")  # unchanged: not read again
     finally:
         again.stop()
     once = Watching(folder, settings, "--once")  # nothing changed since: nothing to do
@@ -333,6 +334,19 @@ def test_each_publish_failure_and_takedown_is_added_to_the_events_stream(
     made, gone = events[0], events[1]
     assert made and gone and sorted(v["path"] for v in made["variants"]) == sorted(gone["removed"])
     assert all(v["width"] > 0 and v["bytes"] > 0 for v in made["variants"])
+
+
+def test_a_watched_folder_removed_takes_its_files_down_and_ends_the_watcher(
+        watching: Watching, folder: Path, settings: Settings) -> None:
+    target = folder / "sub" / "photo.jpg"
+    target.parent.mkdir()
+    shutil.copy(corpus("cat.jpg"), target)
+    watching.wait(target, "made")
+    shutil.rmtree(folder)
+    assert watching.process.wait(60) == 1
+    assert isinstance(record(settings, target), Tombstone)
+    assert watching.stderr().splitlines()[-1] == \
+        f"watch FAILED: watch: {folder} was removed: nothing left to watch"
 
 
 def test_imgwarm_s_own_roots_are_refused(settings: Settings) -> None:
