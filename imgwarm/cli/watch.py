@@ -15,7 +15,7 @@ from imgwarm.cli.setting import SettingOption
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
-    from imgwarm.events.watch import Outcome
+    from imgwarm.events.actions import Outcome
 
 
 @command()
@@ -26,14 +26,19 @@ if TYPE_CHECKING:
 @click.option("--settle", type=click.FloatRange(0, 60), default=0.5, show_default=True,
               metavar="SECONDS", help="Quiet time after a file's last event before it is "
               "acted on: closes in quick succession make it once, with the last bytes.")
+@click.option("--queue", "on_queue", is_flag=True,
+              help="Queue each file's job (and each takedown) for `imgwarm worker` instead of "
+              "making it here: the folders must lie inside origin_root, and a key is the "
+              "path under it.")
 @click.option("--json", "as_json", is_flag=True,
-              help='One JSON object a file, with "event": "made", "failed" or "deleted".')
+              help='One JSON object a file, with "event": "made", "failed", "deleted", '
+              '"queued" or "delete queued".')
 @click.option("--origin-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--manifest-root", type=click.Path(path_type=Path), cls=SettingOption)
 @click.option("--workers", type=int, cls=SettingOption)
 @click.pass_context
 def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: float,
-          as_json: bool, **options: Any) -> None:
+          on_queue: bool, as_json: bool, **options: Any) -> None:
     """Make each new or changed image file under FOLDER... (recursively) once it is complete,
     and take down the variants of a file removed or moved out, as `imgwarm optimize` and
     `imgwarm delete` would; runs until SIGTERM or Ctrl-C (the files in hand are finished).
@@ -45,6 +50,9 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
     On start, what changed while no watcher ran is caught up. Each file a line on stdout
     (failures on stderr, one line each: the watcher goes on). With events_redis_url set,
     each publish, failure and takedown is also added to the events stream.
+
+    With --queue, each file's key (its path under origin_root) is queued for the workers, as
+    `imgwarm enqueue` does, and a removed file's takedown too; the workers make them.
 
     Exit status: 0 (with --once: 1 when a file failed), 2 for usage errors.
     """
@@ -58,6 +66,7 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
 
     def show(outcome: Outcome) -> None:
         nonlocal failures
+        from imgwarm.lifecycle.delete import Deletion
         from imgwarm.manifest import SourceResult
 
         if isinstance(outcome, SourceResult):
@@ -68,11 +77,13 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
             else:
                 click.echo(report.human_line(outcome), err=not outcome.ok)
         elif as_json:
-            click.echo(json_text({"event": "deleted", **outcome.to_object()}))
+            event = "deleted" if isinstance(outcome, Deletion) else \
+                "delete queued" if outcome.delete else "queued"
+            click.echo(json_text({"event": event, **outcome.to_object()}))
         else:
             click.echo(printable(outcome.line()))
 
-    watcher = make_watcher(folders, settings, show, settle=settle)
+    watcher = make_watcher(folders, settings, show, settle=settle, queue=on_queue)
     if threading.current_thread() is threading.main_thread():
         for number in (signal.SIGTERM, signal.SIGINT):
             signal.signal(number, lambda *_: watcher.stop())

@@ -6,15 +6,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
 from imgwarm.formats import SOURCE_SUFFIXES
 from imgwarm.manifest import Failure, Manifest, Record, Tombstone
-from imgwarm.store import Stores, local_key
+from imgwarm.store import Stores
 from imgwarm.store.listing import written
 
 # What is still being written, by the tools that write in place and rename when done: browsers
@@ -129,7 +129,8 @@ def open_for_writing() -> set[tuple[int, int]]:
     return found
 
 
-def changed(folders: Folders, stores: Stores, since: float) -> Iterator[str]:
+def changed(folders: Folders, stores: Stores, since: float,
+            key_of: Callable[[str], str]) -> Iterator[str]:
     """Files to make: no record yet, or one older than the file's change time (written, or
     moved in, since it was made: the ctime, as a move or a copy that keeps the old mtime
     still sets it). Left out: empty files, files changed after ``since`` (the watcher
@@ -142,7 +143,7 @@ def changed(folders: Folders, stores: Stores, since: float) -> Iterator[str]:
         writing = open_for_writing() if writing is None else writing
         if (info.st_dev, info.st_ino) in writing:
             continue
-        key = local_key(Path(path))
+        key = key_of(path)
         record = manifests.record(key)
         if record is None:
             yield path
@@ -165,11 +166,11 @@ def _same(path: str, record: Record | None) -> bool:
         return False  # (its make says what is wrong)
 
 
-def gone(folders: Folders, stores: Stores) -> Iterator[str]:
-    """Keys under the folders whose record stands (a manifest, a failure) and whose file is
+def gone(folders: Folders, stores: Stores,
+         path_of: Callable[[str], str | None]) -> Iterator[str]:
+    """Files under the folders whose record stands (a manifest, a failure) and that are
     gone: removed while no watcher ran."""
     for record in stores.manifests.everything():
-        if isinstance(record, Tombstone) or not os.path.isabs(record.key):
-            continue
-        if folders.takes(record.key) and not os.path.lexists(record.key):
-            yield record.key
+        path = None if isinstance(record, Tombstone) else path_of(record.key)
+        if path is not None and folders.takes(path) and not os.path.lexists(path):
+            yield path

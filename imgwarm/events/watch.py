@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Literal
 
 from watchdog.events import (
@@ -40,17 +39,13 @@ from watchdog.events import (
 )
 
 from imgwarm.config import Settings
+from imgwarm.events.actions import Actions, Here, OnQueue, Outcome
 from imgwarm.events.folder import Folders, changed, gone, inside
-from imgwarm.events.out import Outbox, deleted, failed, published
-from imgwarm.exceptions import ImgwarmError, SettingsError, UnknownSource
-from imgwarm.lifecycle.delete import Deletion, delete
+from imgwarm.exceptions import ImgwarmError, SettingsError
 from imgwarm.manifest import Credits, SourceResult, Tombstone
-from imgwarm.pipeline.batch import Scanned, batch_workers, one_file
-from imgwarm.pipeline.isolate import Isolated
-from imgwarm.store import Stores, local_key
+from imgwarm.store import Stores
 
 Kind = Literal["closed", "gone", "writing"]
-Outcome = SourceResult | Deletion
 SETTLE = 0.5  # seconds without an event for a path before it is acted on
 TOGETHER = 0.05  # seconds: paths due this close are one round (a move's two sides)
 WAKE = 1.0  # seconds: the loop looks at its stop flag at least this often
@@ -62,13 +57,13 @@ class Watcher:
 
     def __init__(self, folders: Folders, settings: Settings, report: Callable[[Outcome], None],
                  *, settle: float = SETTLE, credits: Credits | None = None,
-                 stores: Stores | None = None) -> None:
+                 queue: bool = False) -> None:
         self.folders = folders
         self.settings = settings
-        self.stores = stores or Stores.local(settings.store)
-        self.credits = credits or Credits()
+        self.stores = Stores.local(settings.store)
         self.settle = settle
-        self.outbox = Outbox(settings, explicit_only=True)
+        self.actions: Actions = (OnQueue if queue else Here)(folders, settings,
+                                                              credits or Credits())
         self._report = report
         self._shown = threading.Lock()
         self._cond = threading.Condition(threading.RLock())  # (stop() may run in a handler)
@@ -99,12 +94,13 @@ class Watcher:
                 self.note(path, "closed")
             return
         if kind == "created":
-            for path in changed(inner, self.stores, since=float("inf")):
+            for path in changed(inner, self.stores, float("inf"), self.actions.key):
                 self.note(path, "closed")
             return
         for record in self.stores.manifests.everything():
-            if not isinstance(record, Tombstone) and inside(record.key, folder):
-                self.note(record.key, "gone")
+            named = None if isinstance(record, Tombstone) else self.actions.path(record.key)
+            if named is not None and inside(named, folder):
+                self.note(named, "gone")
 
     def stop(self, why: str = "") -> None:
         """End the run: the files in hand are finished, the others wait for the catch-up.
@@ -125,17 +121,16 @@ class Watcher:
         if ready is not None:
             ready()
         try:
-            workers = batch_workers(self.settings, self.settings.image.effective_workers())
-            with Isolated(workers) as pixels, ThreadPoolExecutor(workers) as pool:
+            with self.actions, ThreadPoolExecutor(self.actions.workers) as pool:
                 catch_up: list[tuple[Kind, Iterable[str]]] = [
-                    ("closed", changed(self.folders, self.stores, since)),
-                    ("gone", gone(self.folders, self.stores))]
+                    ("closed", changed(self.folders, self.stores, since, self.actions.key)),
+                    ("gone", gone(self.folders, self.stores, self.actions.path))]
                 for kind, paths in catch_up:
                     for path in paths:
                         if self._stopping:  # (SIGTERM during a long walk)
                             break
                         self.note(path, kind, now=True)
-                self._loop(pool, pixels, once)
+                self._loop(pool, once)
                 pool.shutdown(wait=True, cancel_futures=True)  # the files in hand end first
         finally:
             if observer is not None:
@@ -144,7 +139,7 @@ class Watcher:
         if self._lost:
             raise ImgwarmError(self._lost)
 
-    def _loop(self, pool: ThreadPoolExecutor, pixels: Isolated, once: bool) -> None:
+    def _loop(self, pool: ThreadPoolExecutor, once: bool) -> None:
         while True:
             with self._cond:
                 due = self._due()
@@ -159,7 +154,7 @@ class Watcher:
                 for path in due:
                     kind = self._pending.pop(path)[0]
                     self._busy.add(path)
-                    pool.submit(self._act, path, kind, pixels)
+                    pool.submit(self._act, path, kind)
 
     def _due(self) -> list[str]:
         """Paths to act on now; files to make first (a file renamed within the folders is
@@ -169,9 +164,9 @@ class Watcher:
         due = [p for p, (_, t) in self._pending.items() if t <= now and p not in self._busy]
         return sorted(due, key=lambda p: self._pending[p][0] != "closed")
 
-    def _act(self, path: str, kind: Kind, pixels: Isolated) -> None:
+    def _act(self, path: str, kind: Kind) -> None:
         try:
-            outcome = self._make(path, pixels) if kind == "closed" else self._take_down(path)
+            outcome = self._make(path) if kind == "closed" else self._take_down(path)
         except Exception as error:  # a bug must cost one file, not the watcher
             outcome = SourceResult(path, error=f"{path}: internal error: {error!r}")
         finally:
@@ -182,36 +177,19 @@ class Watcher:
             with self._shown:
                 self._report(outcome)
 
-    def _make(self, path: str, pixels: Isolated) -> SourceResult | None:
+    def _make(self, path: str) -> Outcome | None:
         try:
             info = os.lstat(path)
         except OSError:
             return None  # gone since: its own event says so
         if not os.path.isfile(path) or os.path.islink(path) or not info.st_size:
             return None  # an empty file is not written yet; links are not followed
-        result = one_file(Scanned(Path(path), self.folders.within(path)), self.settings,
-                          self.stores, self.credits, pixels)
-        if result.manifest is not None and not result.reused:
-            self.outbox.add(published(result.manifest))
-        elif result.error is not None:
-            self.outbox.add(failed(local_key(Path(path)), result.error))
-        return result
+        return self.actions.make(path)
 
     def _take_down(self, path: str) -> Outcome | None:
         if os.path.lexists(path):
             return None  # back already (a save by rename): its close makes it
-        key = local_key(Path(path))
-        record = self.stores.manifests.record(key)
-        if record is None or isinstance(record, Tombstone):
-            return None  # never made, or down already
-        try:
-            done = delete(key, self.stores)
-        except UnknownSource:
-            return None
-        except ImgwarmError as error:
-            return SourceResult(path, error=f"{path}: not taken down: {error}")
-        self.outbox.add(deleted(key, done.removed))
-        return done
+        return self.actions.take_down(path)
 
     def _observe(self) -> Any:
         """The watch, on every folder, recursive; started (its inotify watches are set)."""
