@@ -7,6 +7,7 @@ unordered):
     listen.py        `imgwarm listen`: changes from SQS, a Redis list or a webhook -> jobs
     watch.py         `imgwarm watch`: a local folder's complete files -> made, removed ones down
     folder.py        what a watched folder holds: names taken, roots refused, the catch-up
+    actions.py       what watch does with a complete or removed file: here, or queued
 
 Out:
 

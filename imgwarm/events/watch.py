@@ -13,8 +13,7 @@ On start, the catch-up: files changed while no watcher ran (no record, or one ol
 file) are made, and records whose file is gone are taken down. The watch starts first, so
 that nothing changed during the catch-up is missed.
 
-The pixel work runs in worker processes (``pipeline/isolate.py``): a file that crashes a
-decoder fails alone, with its line, and the watcher goes on.
+What is done with a settled file, made here or queued for the workers: ``actions.py``.
 """
 
 from __future__ import annotations

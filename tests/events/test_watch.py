@@ -25,6 +25,7 @@ from imgwarm.pipeline.budget import MemoryBudget
 from imgwarm.store import Stores, local_key
 from tests.support.corpus import corpus_files
 from tests.support.processes import children, holding
+from tests.support.queues import FAST, Queue
 from tests.support.servers import IMGWARM, RedisServer, clean_env, wait_for
 
 BUDGET = 512 << 20
@@ -46,9 +47,9 @@ class Watching:
         self.out, self.err = work / "watch.out", work / "watch.err"
         self.skip = (len(self.out.read_bytes()) if self.out.exists() else 0,
                      len(self.err.read_bytes()) if self.err.exists() else 0)
-        env = clean_env(IMGWARM_ORIGIN_ROOT=str(settings.store.origin_root),
-                        IMGWARM_MANIFEST_ROOT=str(settings.store.manifest_root),
-                        IMGWARM_WORKERS="1", **(env or {}))
+        env = clean_env(**{"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
+                           "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root),
+                           "IMGWARM_WORKERS": "1", **(env or {})})
         with self.out.open("ab") as out, self.err.open("ab") as err:
             self.process = subprocess.Popen(
                 [str(IMGWARM), "watch", *(["--json"] if as_json else []), *args, str(folder)],
@@ -347,6 +348,38 @@ def test_a_watched_folder_removed_takes_its_files_down_and_ends_the_watcher(
     assert isinstance(record(settings, target), Tombstone)
     assert watching.stderr().splitlines()[-1] == \
         f"watch FAILED: watch: {folder} was removed: nothing left to watch"
+
+
+def test_with_queue_the_workers_make_and_take_down(settings: Settings,
+                                                   redis_server: RedisServer) -> None:
+    queue = Queue(settings.store.origin_root.parent, redis_server, None, **FAST)
+    uploads = settings.store.origin_root / "uploads"
+    uploads.mkdir(parents=True)
+    watcher = None
+    try:
+        queue.worker()
+        watcher = Watching(uploads, settings, "--queue", env=queue.env)
+        target, key = uploads / "bike.jpg", "uploads/bike.jpg"
+        shutil.copy(corpus("cat.jpg"), target)
+        manifests = queue.stores().manifests
+        wait_for(lambda: isinstance(manifests.record(key), Manifest), "the worker's manifest",
+                 timeout=60)
+        manifest = manifests.record(key)
+        assert isinstance(manifest, Manifest)
+        assert manifest.source_sha256 == hashlib.sha256(target.read_bytes()).hexdigest()
+        for variant in manifest.variants:
+            with Image.open(settings.store.origin_root / variant.path) as image:
+                assert image.size == (variant.width, variant.height)
+        target.unlink()
+        wait_for(lambda: isinstance(manifests.record(key), Tombstone), "the worker's takedown",
+                 timeout=60)
+        assert not any((settings.store.origin_root / v.path).exists() for v in manifest.variants)
+        assert [(e["event"], e["key"]) for e in watcher.events()] == [
+            ("queued", key), ("delete queued", key)]
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        queue.stop()
 
 
 def test_imgwarm_s_own_roots_are_refused(settings: Settings) -> None:
