@@ -46,7 +46,7 @@ from imgwarm.store import Stores
 
 Kind = Literal["closed", "gone", "writing"]
 SETTLE = 0.5  # seconds without an event for a path before it is acted on
-TOGETHER = 0.05  # seconds: paths due this close are one round (a move's two sides)
+TOGETHER = 0.05  # seconds: paths due this close together are one round
 WAKE = 1.0  # seconds: the loop looks at its stop flag at least this often
 
 
@@ -71,8 +71,10 @@ class Watcher:
         self._stopping = False
         self._lost = ""  # why the run ended by itself (a watched folder removed)
 
-    def note(self, path: str, kind: Kind, *, now: bool = False) -> None:
-        """What an event says of ``path``; ``writing`` only holds back a close not acted on."""
+    def note(self, path: str, kind: Kind, *, now: bool = False, at: float | None = None
+             ) -> None:
+        """What an event says of ``path``; ``writing`` only holds back a close not acted on.
+        ``at``: when it is due (else after the settle time; ``now``: at once)."""
         if not self.folders.takes(path):
             return
         with self._cond:
@@ -80,8 +82,18 @@ class Watcher:
                 if self._pending.get(path, ("gone",))[0] == "closed":
                     del self._pending[path]  # its writer's next close marks it again
                 return
-            self._pending[path] = (kind, time.monotonic() + (0.0 if now else self.settle))
+            due = at if at is not None else time.monotonic() + (0.0 if now else self.settle)
+            self._pending[path] = (kind, due)
             self._cond.notify_all()
+
+    def moved(self, source: str, target: str) -> None:
+        """A file moved: gone from ``source``, complete at ``target`` (either may be outside
+        the folders: empty). Both due together, so that the new name is made first."""
+        at = time.monotonic() + self.settle
+        if source:
+            self.note(source, "gone", at=at)
+        if target:
+            self.note(target, "closed", at=at)
 
     def note_folder(self, folder: str, kind: Kind | Literal["created"]) -> None:
         """A folder moved in (each file in it is complete), made (its files closed before
@@ -233,10 +245,7 @@ class _Handler(FileSystemEventHandler):
                 elif target and not source:
                     self.watcher.note_folder(target, "closed")
                 return
-            if source:
-                note(source, "gone")
-            if target:
-                note(target, "closed")
+            self.watcher.moved(source, target)
         elif event.is_directory:
             if event.event_type == "created":
                 self.watcher.note_folder(source, "created")
