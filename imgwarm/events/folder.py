@@ -65,9 +65,11 @@ class Folders:
                     raise SettingsError(f"watch: {folder} is imgwarm's own {name} ({root}): "
                                         "watch the folder the uploads land in")
             watched.append(real)
-        skipped = tuple(sorted({r for r in roots.values()
-                                if any(inside(r, w) for w in watched)}))
-        return cls(tuple(dict.fromkeys(watched)), skipped)
+        # a folder inside another given is watched as part of it (one event, one walk)
+        tops = [w for w in dict.fromkeys(watched)
+                if not any(w != o and inside(w, o) for o in watched)]
+        skipped = tuple(sorted({r for r in roots.values() if any(inside(r, w) for w in tops)}))
+        return cls(tuple(tops), skipped)
 
     def takes(self, path: str) -> bool:
         """A path (real) this watcher makes: under a watched folder, not under one of

@@ -177,16 +177,17 @@ class Watcher:
 
     def _act(self, path: str, kind: Kind) -> None:
         try:
-            outcome = self._make(path) if kind == "closed" else self._take_down(path)
-        except Exception as error:  # a bug must cost one file, not the watcher
-            outcome = SourceResult(path, error=f"{path}: internal error: {error!r}")
-        finally:
+            try:
+                outcome = self._make(path) if kind == "closed" else self._take_down(path)
+            except Exception as error:  # a bug must cost one file, not the watcher
+                outcome = SourceResult(path, error=f"{path}: internal error: {error!r}")
+            if outcome is not None:
+                with self._shown:
+                    self._report(outcome)
+        finally:  # (after its line: a path's lines come in the order it was acted on)
             with self._cond:
                 self._busy.discard(path)
                 self._cond.notify_all()
-        if outcome is not None:
-            with self._shown:
-                self._report(outcome)
 
     def _make(self, path: str) -> Outcome | None:
         try:
