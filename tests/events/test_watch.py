@@ -261,22 +261,45 @@ def test_a_bad_file_is_one_line_and_the_watcher_goes_on(folder: Path,
         watcher.stop()
 
 
-def test_a_decoder_crash_fails_that_file_alone(folder: Path, settings: Settings) -> None:
-    """The kill lands mid-file as in tests/pipeline/test_isolate.py: the test holds the whole
-    memory budget, so the worker that probed the file waits inside it, budget file open."""
+def budget(settings: Settings) -> tuple[Path, dict[str, str]]:
+    """The memory budget's file and the environment that makes a watcher use it: while the
+    test holds the whole budget, a worker that probed its file waits inside it, budget file
+    open (as in tests/pipeline/test_isolate.py): mid-file, deterministically."""
     temp = settings.store.origin_root.parent / "tmp"
     budget_file = temp / f"imgwarm-{os.getuid()}" / "memory"
     budget_file.parent.mkdir(mode=0o700, parents=True)
-    watcher = Watching(folder, settings, env={"TMPDIR": str(temp),
-                                              "IMGWARM_MAX_MEMORY": str(BUDGET)})
+    return budget_file, {"TMPDIR": str(temp), "IMGWARM_MAX_MEMORY": str(BUDGET)}
+
+
+def in_hand(watcher: Watching, budget_file: Path) -> int:
+    """The worker process that holds a file, waiting for memory."""
+    found: int = wait_for(lambda: next((c for c in children(watcher.process.pid)
+                                        if holding(c, budget_file)), None),
+                          "a worker waiting for memory", timeout=60)
+    return found
+
+
+def test_sigterm_finishes_the_file_in_hand(folder: Path, settings: Settings) -> None:
+    budget_file, env = budget(settings)
+    watcher = Watching(folder, settings, env=env)
+    target = folder / "photo.jpg"
+    with MemoryBudget(BUDGET, path=budget_file).reserve(BUDGET):
+        shutil.copy(corpus(PHOTO), target)
+        in_hand(watcher, budget_file)
+        watcher.process.send_signal(signal.SIGTERM)
+    assert watcher.process.wait(60) == 0, watcher.stderr()
+    assert len(watcher.of(target, "made")) == 1
+    check_made(settings, target, corpus(PHOTO).read_bytes())
+
+
+def test_a_decoder_crash_fails_that_file_alone(folder: Path, settings: Settings) -> None:
+    budget_file, env = budget(settings)
+    watcher = Watching(folder, settings, env=env)
     try:
         crashed, good = folder / "crashed.jpg", folder / "good.jpg"
         with MemoryBudget(BUDGET, path=budget_file).reserve(BUDGET):
             shutil.copy(corpus(PHOTO), crashed)
-            victim = wait_for(lambda: next((c for c in children(watcher.process.pid)
-                                            if holding(c, budget_file)), None),
-                              "a worker waiting for memory", timeout=60)
-            os.kill(victim, signal.SIGSEGV)
+            os.kill(in_hand(watcher, budget_file), signal.SIGSEGV)
             watcher.wait(crashed, "failed")
         (failure,) = watcher.of(crashed, "failed")
         assert failure["error"] == f"{crashed}: the decoder crashed on this file " \
