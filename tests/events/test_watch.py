@@ -126,6 +126,43 @@ def check_made(settings: Settings, path: Path, data: bytes) -> Manifest:
     return manifest
 
 
+def test_the_kernel_says_when_a_writer_closes_a_file(tmp_path: Path) -> None:
+    """What the watcher stands on: watchdog's inotify observer gives a close-write event,
+    after the last write, and a move from outside as a move with no source."""
+    from watchdog.events import FileClosedEvent, FileMovedEvent, FileSystemEvent
+    from watchdog.events import FileSystemEventHandler as Handler
+    from watchdog.observers.inotify import InotifyObserver
+
+    seen: list[tuple[str, str, str]] = []
+
+    class Seen(Handler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            seen.append((type(event).__name__, os.fsdecode(event.src_path),
+                         os.fsdecode(event.dest_path)))
+
+    (tmp_path / "in").mkdir()
+    observer = InotifyObserver(generate_full_events=True)
+    observer.schedule(Seen(), str(tmp_path / "in"), recursive=True,
+                      event_filter=[FileClosedEvent, FileMovedEvent])
+    observer.start()
+    try:
+        path = tmp_path / "in" / "a.jpg"
+        with path.open("wb") as handle:
+            handle.write(b"first")
+            handle.flush()
+            time.sleep(0.2)
+            assert seen == []  # written, not closed
+            handle.write(b"second")
+        wait_for(lambda: ("FileClosedEvent", str(path), "") in seen, "the close-write event")
+        (tmp_path / "b.jpg").write_bytes(b"x")
+        os.rename(tmp_path / "b.jpg", tmp_path / "in" / "b.jpg")
+        wait_for(lambda: ("FileMovedEvent", "", str(tmp_path / "in" / "b.jpg")) in seen,
+                 "the move in")
+    finally:
+        observer.stop()
+        observer.join()
+
+
 def test_a_photo_copied_in_is_made_once(watching: Watching, folder: Path,
                                         settings: Settings) -> None:
     target = folder / "sub" / "photo.jpg"
