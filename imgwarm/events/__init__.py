@@ -11,6 +11,8 @@ unordered):
     from_http.py     a webhook endpoint (MinIO's webhook target), bearer token checked
     reconcile.py     the originals listed against their records: what events missed
     watch.py         `imgwarm watch`: a local folder's complete files -> made, removed ones down
+    folder.py        what a watched folder holds: names taken, roots refused, the catch-up
+    actions.py       what watch does with a complete or removed file: here, or queued
 
 Out:
 

@@ -126,6 +126,13 @@ def _one(item: Found, settings: Settings, stores: Stores, credits: Credits,
     return _guarded(str(path), work)
 
 
+def one_file(item: Found, settings: Settings, stores: Stores, credits: Credits,
+             pixels: PixelWork = IN_PROCESS) -> SourceResult:
+    """One file, as ``run_batch`` takes it, with the caller's pixel workers (``watch``
+    keeps one pool for its whole run)."""
+    return _one(item, settings, stores, credits, pixels)
+
+
 def one_key(key: str, settings: Settings, stores: Stores, credits: Credits,
             pixels: PixelWork = IN_PROCESS) -> SourceResult:
     """One original from the origin, by key."""
