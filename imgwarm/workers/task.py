@@ -105,13 +105,15 @@ class StartCounter:
                 self.client.delete(starts_key(job))
 
 
-def run_delete(key: str, original: bool, settings: Settings) -> dict[str, Any]:
+def run_delete(key: str, original: bool, settings: Settings, *,
+               when_gone: bool = False) -> dict[str, Any]:
     """One takedown: what it removed. Transient faults propagate (the task retries them: a
     delete goes on from where it stopped); anything else is a JobFailed with its line."""
     from imgwarm.lifecycle.delete import delete
 
     try:
-        return delete(key, process_stores(settings), original=original).to_object()
+        return delete(key, process_stores(settings), original=original,
+                      when_gone=when_gone).to_object()
     except TransientStorageError:
         raise
     except ImgwarmError as error:
@@ -173,8 +175,9 @@ def register(app: Celery, settings: Settings) -> None:
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
     )
-    def delete(source_key: str, original: bool = False) -> dict[str, Any]:
-        return run_delete(source_key, original, settings)
+    def delete(source_key: str, original: bool = False,
+               when_gone: bool = False) -> dict[str, Any]:
+        return run_delete(source_key, original, settings, when_gone=when_gone)
 
 
 def worker_app(settings: Settings) -> Celery:
