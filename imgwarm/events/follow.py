@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from imgwarm.config import Settings
-from imgwarm.events.out import connect, parse, stream_url
+from imgwarm.events.out import connect, entries, parse, stream_url
 from imgwarm.exceptions import SettingsError
 
 if TYPE_CHECKING:
@@ -151,9 +151,9 @@ class Follower:
             for _ in range(DRAIN):
                 got = self.client.xreadgroup(self.group, CONSUMER, {self.stream: ">"},
                                              count=COUNT, block=block)
-                entries = _entries(got)
-                woken = self._take(entries) or woken
-                if len(entries) < COUNT:
+                found = entries(got)
+                woken = self._take(found) or woken
+                if len(found) < COUNT:
                     break
                 block = None  # a burst: the rest that is there, without waiting
         except redis.ResponseError as error:
@@ -181,27 +181,21 @@ class Follower:
         found: list[tuple[bytes, Any]] = []
         after = "0"
         while True:
-            got = _entries(self.client.xreadgroup(self.group, CONSUMER, {self.stream: after},
+            got = entries(self.client.xreadgroup(self.group, CONSUMER, {self.stream: after},
                                                   count=1000))
             if not got:
                 return found
             found += got
             after = got[-1][0].decode()
 
-    def _take(self, entries: list[tuple[bytes, Any]]) -> bool:
+    def _take(self, found: list[tuple[bytes, Any]]) -> bool:
         woken = False
-        for entry, fields in entries:
+        for entry, fields in found:
             self.taken.append(entry)
             event = parse(fields) if fields else None  # (a trimmed entry has no fields)
             if event is None or event["type"] in WAKING:  # unknown: a run is the safe side
                 woken = True
         if woken:
-            self.woken += len(entries)
+            self.woken += len(found)
         return woken
 
-
-def _entries(reply: Any) -> list[tuple[bytes, Any]]:
-    """The entries of an XREADGROUP reply on one stream (redis-py's RESP2 list shape)."""
-    if not reply:
-        return []
-    return [(entry, fields) for entry, fields in reply[0][1]]

@@ -133,3 +133,9 @@ def parse(fields: dict[Any, Any]) -> dict[str, Any] | None:
             or not isinstance(event.get("key"), str):
         return None
     return event
+
+
+def entries(reply: Any) -> list[tuple[bytes, Any]]:
+    """The (id, fields) entries of an XREADGROUP reply on one stream (redis-py's RESP2 shape);
+    a trimmed entry still pending has no fields (None)."""
+    return [(entry, fields) for entry, fields in reply[0][1]] if reply else []
