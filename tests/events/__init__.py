@@ -1,0 +1,1 @@
+"""Events: uploads in, events out."""
