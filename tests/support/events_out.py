@@ -115,7 +115,7 @@ class Box:
 
     def runs(self) -> int:
         """The runs its log reports (one line each)."""
-        return sum(line.startswith("warm: ") for line in self.text().splitlines())
+        return sum(line.startswith(("warm: ", '{"')) for line in self.text().splitlines())
 
     def _alive(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
