@@ -182,9 +182,10 @@ class Deliverer:
         except redis.ResponseError as error:
             if "NOGROUP" not in str(error):
                 raise
+            # (a Redis restarted empty: what was read and not delivered yet is still sent)
             self.say(f"notify: group {GROUP} on {self.stream} not found; made again (events "
                      "added while it was gone are not delivered)")
-            self.client, self.counts.waiting = None, {}
+            self.client, self.fresh = None, True
         return took
 
     def _take(self, found: list[tuple[bytes, Any]]) -> int:
