@@ -22,7 +22,7 @@ from tests.support.events_out import Box, restart_redis
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.invariants import check, real_stores, snapshot, tiers_match_index, verdict
 from tests.support.queues import FAST, Queue
-from tests.support.servers import IMGWARM, RedisServer, wait_for
+from tests.support.servers import IMGWARM, RedisServer, free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -166,3 +166,15 @@ def test_a_burst_wakes_one_run_and_a_restart_reads_its_pending_entries_again(
     assert again.wait(1.0) is False  # a failure changes no tier: acknowledged, no run
     assert client.xpending("imgwarm:events", group_name(settings))["pending"] == 0
     again.close()
+
+
+def test_with_redis_away_from_the_start_the_periodic_runs_go_on(
+        queue: Queue, ram: Path) -> None:
+    """--follow --every with no Redis to be had: one line says so, the runs every second go
+    on (the journal needs no Redis), SIGTERM ends it with 0."""
+    queue.values["events_redis_url"] = f"redis://127.0.0.1:{free_port()}/0"
+    box = Box(queue, "box-away", ram, "--every", "1s")
+    box.start()
+    wait_for(lambda: box.runs() >= 3, "three periodic runs with the stream away")
+    assert box.stop() == 0, box.text()
+    assert box.text().count("events stream imgwarm:events away") == 1, box.text()
