@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from imgwarm.config import load_settings
 from imgwarm.events.out import Outbox, failed
@@ -20,7 +22,7 @@ from imgwarm.workers.client import enqueue_all, enqueue_delete
 from tests.support.events_out import of_key
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.queues import FAST, Queue
-from tests.support.servers import RedisServer, S3Server, wait_for
+from tests.support.servers import IMGWARM, RedisServer, S3Server, clean_env, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -140,3 +142,38 @@ def test_an_outbox_whose_redis_never_answers_gives_up_and_the_caller_goes_on(
         connection.close()
     assert 1 <= tried <= 2, tried
     assert any("not added to the stream" in r.getMessage() for r in caplog.records)
+
+
+def test_in_process_optimize_and_delete_add_their_events_when_the_stream_is_set(
+        redis_server: RedisServer, tmp_path: Path) -> None:
+    """`imgwarm optimize` (the CLI: a source made and one that fails) and imgwarm.delete (the
+    API) add their events, with the local file's key (its real path), when events_redis_url
+    is set; without it, nothing is added anywhere."""
+    import imgwarm
+
+    url = f"redis://127.0.0.1:{redis_server.port}/902"
+    redis.Redis.from_url(url).flushdb()
+    good, bad = tmp_path / "in" / "good.jpg", tmp_path / "in" / "bad.jpg"
+    good.parent.mkdir()
+    good.write_bytes(jpeg_with_exif(photo(640, 480, seed=5), quality=85))
+    bad.write_bytes(b"\xff\xd8 not a JPEG after all")
+    roots = {"IMGWARM_ORIGIN_ROOT": str(tmp_path / "origin"),
+             "IMGWARM_MANIFEST_ROOT": str(tmp_path / "manifest"), "IMGWARM_WIDTHS": "320"}
+    quiet = subprocess.run([str(IMGWARM), "optimize", str(good)], env=clean_env(**roots),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0, quiet.stderr
+    assert redis.Redis.from_url(url).dbsize() == 0  # no stream set: none added
+    done = subprocess.run([str(IMGWARM), "optimize", str(good), str(bad)],
+                          env=clean_env(**roots, IMGWARM_EVENTS_REDIS_URL=url), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # one failed
+    [made] = of_key(url, str(good.resolve()))
+    [failure] = of_key(url, str(bad.resolve()))
+    assert made["type"] == "published" and failure["type"] == "failed"
+    settings = load_settings(origin_root=tmp_path / "origin",
+                             manifest_root=tmp_path / "manifest", events_redis_url=url)
+    manifest = Manifest.model_validate(made["manifest"])
+    imgwarm.delete(good, settings=settings)
+    taken = of_key(url, str(good.resolve()))[-1]
+    assert taken["type"] == "deleted"
+    assert taken["removed"] == sorted(v.path for v in manifest.variants)
