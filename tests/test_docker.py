@@ -62,7 +62,7 @@ def test_the_compose_file_is_valid() -> None:
 
 def test_the_services_are_all_there(resolved: dict[str, Any]) -> None:
     services = resolved["services"]
-    assert {"redis", "minio", "bucket", "worker", "warm", "nginx", "nginx-config"} <= \
+    assert {"redis", "minio", "bucket", "listen", "worker", "warm", "nginx", "nginx-config"} <= \
         services.keys()
     redis = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis and "--maxmemory-policy noeviction" in redis
@@ -72,6 +72,26 @@ def test_the_services_are_all_there(resolved: dict[str, Any]) -> None:
     assert services["nginx"]["image"].startswith("nginx:")
     for name in ("nginx", "redis", "minio", "worker", "warm"):
         assert services[name]["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
+
+
+def test_uploads_flow_from_minio_through_listen_to_warm_following(
+        resolved: dict[str, Any]) -> None:
+    """MinIO tells the list `listen` reads of each original under the originals' prefix (the
+    bucket job points the bucket's notification at that target), and warm follows."""
+    services = resolved["services"]
+    minio = services["minio"]["environment"]
+    listen = services["listen"]["command"]
+    assert minio["MINIO_NOTIFY_REDIS_FORMAT"] == "access"
+    assert minio["MINIO_NOTIFY_REDIS_ADDRESS"].startswith("redis:")
+    assert minio["MINIO_API_SYNC_EVENTS"] == "on"
+    assert listen[listen.index("--redis-list") + 1] == minio["MINIO_NOTIFY_REDIS_KEY"]
+    assert "--reconcile-every" in listen
+    bucket = services["bucket"]["command"]
+    assert bucket[:2] == ["bucket", "--create"]
+    assert bucket[bucket.index("--notify") + 1] == "arn:minio:sqs::primary:redis"
+    assert services["bucket"]["image"] == OURS and services["bucket"]["restart"] == "no"
+    assert services["warm"]["command"][:2] == ["warm", "--follow"]
+    assert services["listen"]["environment"]["IMGWARM_ORIGINALS_PREFIX"] == "uploads/"
 
 
 @pytest.mark.slow

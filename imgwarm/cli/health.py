@@ -15,7 +15,8 @@ ROLES = ("auto", "worker", "warm", "cli")
 
 def role_of(command_line: list[str]) -> str:
     """The role of a process from its command line: `imgwarm worker ...` is a worker,
-    `imgwarm warm --every ...` the warm service, anything else a one-off command."""
+    `imgwarm warm --every ...` (or ``--follow``) the warm service, anything else a one-off
+    command."""
     names = [Path(word).name for word in command_line]
     if "imgwarm" not in names:
         return "cli"
@@ -23,7 +24,8 @@ def role_of(command_line: list[str]) -> str:
     while rest and rest[0].startswith("--config"):  # the one option before a command
         rest = rest[1:] if "=" in rest[0] else rest[2:]
     command = rest[0] if rest else ""
-    if command == "warm" and any(w == "--every" or w.startswith("--every=") for w in rest):
+    if command == "warm" and any(w in ("--every", "--follow") or w.startswith("--every=")
+                                 for w in rest):
         return "warm"
     return "worker" if command == "worker" else "cli"
 

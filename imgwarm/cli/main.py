@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from imgwarm.cli import cache, events_out, health, inspect, lifecycle, make, queue, serve
+from imgwarm.cli import bucket, cache, events_out, health, inspect, lifecycle, make, queue, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +32,7 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
                 cache.warm, serve.nginx, serve.picture, serve.gallery, serve.serve,
                 inspect.config_, make.samples, health.health, lifecycle.delete,
-                lifecycle.gc, lifecycle.fsck, events_out.notify):
+                lifecycle.gc, lifecycle.fsck, bucket.bucket, events_out.notify):
     cli.add_command(command)
 
 

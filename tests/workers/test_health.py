@@ -40,6 +40,7 @@ def test_the_role_comes_from_the_main_process() -> None:
     assert role_of(["/usr/local/bin/python", "/usr/local/bin/imgwarm", "worker", "-c", "2"]) \
         == "worker"
     assert role_of(["imgwarm", "warm", "--every", "5m"]) == "warm"
+    assert role_of(["imgwarm", "warm", "--follow"]) == "warm"
     assert role_of(["imgwarm", "warm", "--every=5m", "--json"]) == "warm"
     assert role_of(["imgwarm", "warm"]) == "cli"  # once: nothing to watch
     assert role_of(["imgwarm", "optimize", "/data/in"]) == "cli"
