@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -127,9 +128,12 @@ def _service(settings: Settings, pause: float | None, follow: bool,
                        err=True)
         return None
 
+    # for `imgwarm health`: the period runs are due in; none when only events wake it (its
+    # health is then the last run's, which is never overdue)
+    period = pause if pause is not None else math.inf
+
     def after(report: WarmReport | None) -> None:
-        if pause is not None:  # for `imgwarm health` (the service's own run period)
-            beat(state, started, pause, time.time(), _whole(report))
+        beat(state, started, period, time.time(), _whole(report))
 
     def stopping(*_: Any) -> None:
         if stop.is_set():  # a second one: do not wait for the run in hand
@@ -138,8 +142,7 @@ def _service(settings: Settings, pause: float | None, follow: bool,
 
     previous = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        if pause is not None:
-            beat(state, started, pause, None, True)  # for `imgwarm health`: under way
+        beat(state, started, period, None, True)  # for `imgwarm health`: under way
         keep_warm(run, every=pause, waker=waker, stop=stop, after=after)
     except KeyboardInterrupt:
         pass

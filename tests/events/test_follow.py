@@ -62,6 +62,9 @@ def test_an_upload_reaches_both_boxes_and_a_takedown_leaves_both(
         box.start()  # each runs once at start (the journal), then waits on the stream
     [first, second] = upload(queue, ["up/a.jpg", "up/b.jpg"])
     on_every_box(boxes, [first, second], "the uploads")
+    health = subprocess.run([str(IMGWARM), "health", "--role", "warm"], env=boxes[0].env,
+                            capture_output=True, text=True, timeout=60)
+    assert health.returncode == 0, health.stdout + health.stderr  # no period: never overdue
     assert all("--every" not in " ".join(map(str, box.process.args)) for box in boxes
                if box.process is not None)
     stores = real_stores(queue.settings())
