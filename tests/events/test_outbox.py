@@ -6,6 +6,8 @@ accepts connections but never answers costs a job a bounded wait, never the job.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import subprocess
 import threading
@@ -19,6 +21,7 @@ from imgwarm.config import load_settings
 from imgwarm.events.out import Outbox, failed
 from imgwarm.manifest import Manifest
 from imgwarm.workers.client import enqueue_all, enqueue_delete
+from imgwarm.workers.task import starts_key
 from tests.support.events_out import of_key
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.queues import FAST, Queue
@@ -177,3 +180,26 @@ def test_in_process_optimize_and_delete_add_their_events_when_the_stream_is_set(
     taken = of_key(url, str(good.resolve()))[-1]
     assert taken["type"] == "deleted"
     assert taken["removed"] == sorted(v.path for v in manifest.variants)
+
+
+def test_a_job_given_up_after_its_worker_died_is_one_failed_event(
+        redis_server: RedisServer, tmp_path: Path) -> None:
+    """give_up's path (task_max_lost): the pool process killed mid-job, the job handed out
+    again and failed for good with its reason: one failed event, no published."""
+    queue = Queue(tmp_path, redis_server, None, **FAST, task_max_lost="1")
+    url = queue.values["broker_url"]
+    try:
+        queue.put("up/heavy.jpg", jpeg_with_exif(photo(4000, 3000, seed=7), quality=92))
+        worker = queue.worker("--concurrency", "1")
+        [job] = enqueue_all(["up/heavy.jpg"], queue.settings())
+        starts = redis.Redis.from_url(url)
+        wait_for(lambda: int(starts.get(starts_key(job.id)) or 0) == 1, "the job's start")
+        [child] = wait_for(worker.pool, "the pool process")
+        os.kill(child, signal.SIGKILL)
+        result = job.wait(timeout=120)
+        wait_for(lambda: of_key(url, "up/heavy.jpg"), "the failure's event")
+    finally:
+        queue.stop()
+    assert result.manifest is None and "died 1 times" in (result.error or "")
+    [event] = of_key(url, "up/heavy.jpg")
+    assert event["type"] == "failed" and "task_max_lost" in event["error"]
