@@ -45,6 +45,7 @@ log = logging.getLogger("imgwarm.events")
 GROUP = "imgwarm-webhook"
 CONSUMER = "notify"
 FIRST, MOST = 1.0, 300.0  # seconds of backoff: the first retry, the longest wait
+AWAY_FIRST, AWAY_MOST = 1.0, 30.0  # seconds between reconnections to a stream that is away
 BLOCK = 1.0  # seconds a read of the stream waits at most
 SIGNATURE = "X-Imgwarm-Signature"
 EVENT_ID = "X-Imgwarm-Event-Id"
@@ -125,24 +126,40 @@ class Deliverer:
     def run(self, *, once: bool = False) -> Counts:
         """Deliver until stopped; ``once``: what is in the stream now (each tried once),
         then return."""
-        pause = FIRST
+        pause, away = AWAY_FIRST, None
         while not self.stop.is_set():
             try:
                 took = self._read(0 if once else self._wait())
                 self._deliver_due(everything=once)
             except Exception as error:  # redis-py's kinds: the stream is away
-                self.say(f"notify: events stream {self.stream} away ({type(error).__name__}"
-                         f": {' '.join(str(error).split())[:200]}); again in {pause:.0f} s")
-                self.client, self.fresh = None, True
-                self.stop.wait(pause)
-                pause = min(pause * 2, MOST)
+                if away is None:  # one line when it goes, one when it is back
+                    away = time.monotonic()
+                    self.say(f"notify: events stream {self.stream} away ({type(error).__name__}"
+                             f": {' '.join(str(error).split())[:200]}); reconnecting with "
+                             "backoff")
+                self._drop()
                 if once:
                     break
+                self.stop.wait(pause)
+                pause = min(pause * 2, AWAY_MOST)
                 continue
-            pause = FIRST
+            if away is not None:
+                self.say(f"notify: events stream {self.stream} back after "
+                         f"{time.monotonic() - away:.0f} s")
+                away, pause = None, AWAY_FIRST
             if once and not took:
                 break
+        self._drop()
         return self.counts
+
+    def _drop(self) -> None:
+        """Let the connection go (made again on the next read)."""
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception as error:  # a connection already broken
+                log.debug("closing the events stream: %s", error)
+        self.client, self.fresh = None, True
 
     def _wait(self) -> float:
         """How long a read may block: until the next retry is due, at most BLOCK."""
@@ -185,7 +202,7 @@ class Deliverer:
             # (a Redis restarted empty: what was read and not delivered yet is still sent)
             self.say(f"notify: group {GROUP} on {self.stream} not found; made again (events "
                      "added while it was gone are not delivered)")
-            self.client, self.fresh = None, True
+            self._drop()
         return took
 
     def _take(self, found: list[tuple[bytes, Any]]) -> int:

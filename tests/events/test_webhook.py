@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -16,9 +17,9 @@ import redis
 
 from imgwarm.config import load_settings
 from imgwarm.events.out import Outbox, deleted
-from imgwarm.events.webhook import GROUP, sign, verify
+from imgwarm.events.webhook import GROUP, Deliverer, sign, verify
 from imgwarm.workers.client import enqueue_all
-from tests.support.events_out import Receiver
+from tests.support.events_out import Receiver, restart_redis
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.queues import FAST, Queue
 from tests.support.servers import IMGWARM, RedisServer, clean_env, wait_for
@@ -121,3 +122,36 @@ def test_verify_takes_only_the_signed_bytes_within_the_tolerance() -> None:
     assert not verify(SECRET, "", body)
     # a second v1 (a secret being rolled) is accepted when either matches
     assert verify(SECRET, f"{header},v1={'0' * 64}", body)
+
+
+@pytest.mark.integration
+def test_the_deliverer_finds_a_restarted_redis_again(tmp_path: Path,
+                                                     receiver: Receiver) -> None:
+    """A Redis of its own, restarted empty under a running deliverer: one line when it goes,
+    one when it is back, and an event added afterwards is delivered."""
+    (tmp_path / "redis").mkdir()
+    server = RedisServer(tmp_path / "redis")
+    lines: list[str] = []
+    stop = threading.Event()
+    try:
+        settings = load_settings(events_redis_url=server.url, notify_url=receiver.url,
+                                 notify_secret=SECRET, origin_root=tmp_path / "o",
+                                 manifest_root=tmp_path / "m")
+        deliverer = Deliverer(settings, stop=stop, say=lines.append)
+        running = threading.Thread(target=deliverer.run, daemon=True)
+        running.start()
+        wait_for(lambda: group_made(server.url), "the deliverer's group")
+        outbox = Outbox(settings, explicit_only=True)
+        outbox.add(deleted("up/one.jpg", []))
+        wait_for(lambda: len(receiver.got) == 1, "the first event")
+        restart_redis(server)
+        wait_for(lambda: any("back after" in line for line in lines), "the stream back")
+        outbox.add(deleted("up/two.jpg", []))
+        wait_for(lambda: len(receiver.got) == 2, "an event added after the restart")
+        said = list(lines)  # (before the server is stopped for good below)
+    finally:
+        stop.set()
+        server.stop()
+    assert [json.loads(r.body)["key"] for r in receiver.got] == ["up/one.jpg", "up/two.jpg"]
+    assert all(r.verified for r in receiver.got)
+    assert sum("away" in line for line in said) == 1, said
