@@ -102,6 +102,8 @@ def test_a_follower_killed_while_events_arrive_catches_up_when_started_again(
         queue.put(key, jpeg_with_exif(photo(640, 480, seed=10 + i), quality=85))
     jobs = enqueue_all(keys, queue.settings())
     wait_for(lambda: second.runs() >= 4, "the other box to run on the batch's first events")
+    stores = real_stores(queue.settings())
+    before = snapshot(stores, [b.nvme for b in boxes] + [b.ram for b in boxes])
     first.kill()  # SIGKILL, while the events of the batch arrive
     manifests = [job.wait(timeout=120).manifest for job in jobs]
     assert all(manifests)
@@ -109,7 +111,7 @@ def test_a_follower_killed_while_events_arrive_catches_up_when_started_again(
     on_every_box(boxes, [m for m in manifests if m], "every upload")
     gone = [v.path for v in taken.variants]
     assert not any(box.has_any(gone) for box in boxes), "a taken-down variant came back"
-    problems = []
+    problems = check(stores, before)
     for box in boxes:
         assert box.stop() == 0, box.text()
         problems += tiers_match_index(box_settings(queue, box))
@@ -139,8 +141,11 @@ def test_followers_find_a_restarted_redis_and_catch_up_from_the_journal(
     on_every_box(boxes, [away], "what was made while Redis was away")
     queue.worker("--concurrency", "2")
     on_every_box(boxes, upload(queue, ["up/r1.jpg"], seed=30), "an upload after the restart")
+    problems = check(real_stores(queue.settings()))
     for box in boxes:
         assert box.stop() == 0, box.text()
+        problems += tiers_match_index(box_settings(queue, box))
+    assert not problems, verdict(problems, "follow-redis-restart")
 
 
 def test_a_burst_wakes_one_run_and_a_restart_reads_its_pending_entries_again(
