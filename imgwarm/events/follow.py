@@ -67,7 +67,6 @@ class Follower:
         self.fresh = True  # read this consumer's pending entries (id 0) before new ones
         self.away: float | None = None  # since when the stream is away (monotonic)
         self.pause, self.next_try = AWAY_FIRST, 0.0
-        self.woken = 0  # entries that woke a run (for the report and the tests)
 
     # -- the Waker
 
@@ -170,8 +169,6 @@ class Follower:
         except Exception as error:
             self._lost(error)
             return False
-        if self.taken and not woken:  # only failures: nothing to run for
-            self.ran(True)
         return woken
 
     def _pending(self) -> list[tuple[bytes, Any]]:
@@ -189,13 +186,17 @@ class Follower:
             after = got[-1][0].decode()
 
     def _take(self, found: list[tuple[bytes, Any]]) -> bool:
-        woken = False
+        """Entries that want a run kept for the next (acknowledged after it); the others (a
+        failure changes no tier) acknowledged at once. True when any wants a run."""
+        assert self.client is not None
+        quiet = []
         for entry, fields in found:
-            self.taken.append(entry)
             event = parse(fields) if fields else None  # (a trimmed entry has no fields)
             if event is None or event["type"] in WAKING:  # unknown: a run is the safe side
-                woken = True
-        if woken:
-            self.woken += len(found)
-        return woken
+                self.taken.append(entry)
+            else:
+                quiet.append(entry)
+        if quiet:
+            self.client.xack(self.stream, self.group, *quiet)
+        return len(quiet) < len(found)
 

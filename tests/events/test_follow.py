@@ -173,6 +173,14 @@ def test_a_burst_wakes_one_run_and_a_restart_reads_its_pending_entries_again(
     outbox.add(failed("up/bad.jpg", "not an image"))
     assert again.wait(1.0) is False  # a failure changes no tier: acknowledged, no run
     assert client.xpending("imgwarm:events", group_name(settings))["pending"] == 0
+    outbox.add(deleted("up/7.jpg", []))
+    assert again.wait(1.0) is True
+    again.ran(False)  # the run failed: what woke it stays pending, for the run tried again
+    outbox.add(failed("up/bad.jpg", "not an image"))
+    assert again.wait(1.0) is False
+    assert client.xpending("imgwarm:events", group_name(settings))["pending"] == 1
+    again.ran(True)
+    assert client.xpending("imgwarm:events", group_name(settings))["pending"] == 0
     again.close()
 
 
