@@ -112,11 +112,19 @@ def optimize(
     LayoutError for an unsafe key, and other ImgwarmError subclasses for the rest.
     """
     from imgwarm.manifest import Credits
-    from imgwarm.pipeline.optimize import optimize_file, optimize_key
-    from imgwarm.store import Stores, check_source_key
 
     settings = _settings(settings, options)
     credits = Credits.given(description=description, copyright=copyright, artist=artist)
+    manifest = _optimize(path, settings, key, credits)
+    _tell(settings, "published", manifest)
+    return manifest
+
+
+def _optimize(path: str | Path, settings: Settings, key: str | None,
+              credits: Credits) -> Manifest:
+    from imgwarm.pipeline.optimize import optimize_file, optimize_key
+    from imgwarm.store import Stores, check_source_key
+
     if settings.store.origin == "s3":
         if isinstance(path, Path):
             raise SettingsError(
@@ -133,6 +141,16 @@ def optimize(
         Path(path), settings=settings, stores=Stores.local(settings.store), credits=credits,
         key=key,
     ).manifest
+
+
+def _tell(settings: Settings, kind: str, *what: Any) -> None:
+    """The in-process ``published`` or ``deleted`` event, added to the events stream when
+    events_redis_url is set (never failing the call: the outbox logs what it could not)."""
+    from imgwarm.events import out
+
+    outbox = out.Outbox(settings, explicit_only=True)
+    if outbox.enabled:
+        outbox.add(out.published(*what) if kind == "published" else out.deleted(*what))
 
 
 def _settings(settings: Settings | None, options: dict[str, Any]) -> Settings:
@@ -226,7 +244,9 @@ def delete(
 
     settings = _settings(settings, options)
     stores = Stores.for_settings(settings.store)
-    return run(resolve_key(key, stores), stores, original=original)
+    done = run(resolve_key(key, stores), stores, original=original)
+    _tell(settings, "deleted", done.key, done.variants)
+    return done
 
 
 def enqueue_delete(key: str, *, settings: Settings | None = None,

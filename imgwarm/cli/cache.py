@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +28,7 @@ from imgwarm.text import printable
 
 if TYPE_CHECKING:
     from imgwarm.cache.warm import WarmReport
+    from imgwarm.config import Settings
 
 
 @command()
@@ -48,12 +53,17 @@ if TYPE_CHECKING:
 @click.option("--every", metavar="DURATION",
               help="Run again and again, this long apart (for a service or a container); "
               "one line a run.")
+@click.option("--follow", is_flag=True,
+              help="Keep running, and run as soon as the events stream (events_stream) says "
+              "a source was published or taken down: its variants are on this box within "
+              "seconds. This box's consumer group (follow_group) resumes where it stopped. "
+              "With --every, the periodic run stays as the safety net.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a run.")
 @click.pass_context
 def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | None,
-         hot_list: Path | None, full: bool, every: str | None, dry_run: bool, as_json: bool,
-         **options: Any) -> None:
+         hot_list: Path | None, full: bool, every: str | None, follow: bool, dry_run: bool,
+         as_json: bool, **options: Any) -> None:
     """Fill the cache tiers from the origin: every variant on NVMe, the hottest thumbnails
     in RAM (a tmpfs), placed by what the nginx access logs say is asked for.
 
@@ -61,6 +71,9 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
     manifest store's journal), new log lines, scores that moved. A tier found empty (a
     reboot empties a tmpfs) is filled again. Copies are atomic; a full disk stops that tier
     alone; two runs on the same tiers never interleave.
+
+    --every and --follow keep running (a service): one line a run, a failed run is one
+    line and the next goes on; SIGTERM or Ctrl-C finishes the run in hand and exits 0.
 
     Exit status: 0 when the run did what it planned, 1 when a tier stopped (full), a file
     could not be copied, or the run failed; 2 for usage errors.
@@ -73,32 +86,69 @@ def warm(ctx: click.Context, /, access_logs: tuple[str, ...], log_format: str | 
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--every") from None
     logs = list(access_logs) or None
-    if pause is None:
+    if follow and dry_run:
+        raise click.UsageError("--follow places what it is woken for: not with --dry-run")
+    if pause is None and not follow:
         once = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
         ctx.exit(EXIT_OK if _whole(once) else EXIT_FAILED)
-    from imgwarm.cache.heartbeat import beat
+    _service(settings, pause, follow, lambda first: _once(
+        settings, logs, log_format, hot_list, full and first, dry_run, as_json))
+    ctx.exit(EXIT_OK)
 
-    state, started = settings.cache.cache_state, time.time()
-    try:
-        beat(state, started, pause, None, True)  # for `imgwarm health`: under way
-        while True:
-            report: WarmReport | None = None
-            try:
-                report = _once(settings, logs, log_format, hot_list, full, dry_run, as_json)
-            except ImgwarmError as error:  # a service goes on: one line, and the next run
-                if error.exit_code == EXIT_USAGE:  # not a run that failed: a usage error
-                    raise
-                click.echo(failure_line("warm", error), err=True)
-            except (click.ClickException, KeyboardInterrupt):
+
+def _service(settings: Settings, pause: float | None, follow: bool,
+             once: Callable[[bool], WarmReport]) -> None:
+    """Runs until SIGTERM or Ctrl-C (the run in hand finished): every ``pause`` seconds,
+    when the events stream wakes it (``follow``), or both."""
+    from imgwarm.cache.heartbeat import beat
+    from imgwarm.cache.service import keep_warm
+
+    stop = threading.Event()
+    waker = None
+    if follow:
+        from imgwarm.events.follow import Follower
+
+        waker = Follower(settings, stop=stop, say=lambda line: click.echo(printable(line),
+                                                                          err=True))
+    state, started, runs = settings.cache.cache_state, time.time(), 0
+
+    def run() -> WarmReport | None:
+        nonlocal runs
+        runs += 1
+        try:
+            return once(runs == 1)  # --full: a reconciliation once, at the start
+        except ImgwarmError as error:  # a service goes on: one line, and the next run
+            if error.exit_code == EXIT_USAGE:  # not a run that failed: a usage error
                 raise
-            except Exception as error:
-                click.echo(printable(f"warm FAILED (unexpected {type(error).__name__}): {error}"),
-                           err=True)
-            beat(state, started, pause, time.time(), _whole(report))
-            full = False  # a reconciliation once, at the start
-            time.sleep(pause)
+            click.echo(failure_line("warm", error), err=True)
+        except click.ClickException:
+            raise
+        except Exception as error:
+            click.echo(printable(f"warm FAILED (unexpected {type(error).__name__}): {error}"),
+                       err=True)
+        return None
+
+    # for `imgwarm health`: the period runs are due in; none when only events wake it (its
+    # health is then the last run's, which is never overdue)
+    period = pause if pause is not None else math.inf
+
+    def after(report: WarmReport | None) -> None:
+        beat(state, started, period, time.time(), _whole(report))
+
+    def stopping(*_: Any) -> None:
+        if stop.is_set():  # a second one: do not wait for the run in hand
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        beat(state, started, period, None, True)  # for `imgwarm health`: under way
+        keep_warm(run, every=pause, waker=waker, stop=stop, after=after)
     except KeyboardInterrupt:
-        ctx.exit(EXIT_OK)
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _whole(report: WarmReport | None) -> bool:

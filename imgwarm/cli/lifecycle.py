@@ -35,12 +35,14 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
     Exit status: 0 when every key was deleted, 1 when any was unknown or failed (the others
     are still deleted), 2 for an unsafe key (then none is touched).
     """
+    from imgwarm.events.out import Outbox, deleted
     from imgwarm.exceptions import ImgwarmError, about
     from imgwarm.lifecycle.delete import delete as run
     from imgwarm.lifecycle.delete import resolve_key
     from imgwarm.store import Stores
 
     settings = load(ctx)
+    outbox = Outbox(settings, explicit_only=True)  # the events stream, when set
     stores = Stores.for_settings(settings.store)
     resolved = [resolve_key(key, stores) for key in keys]  # all, before any is deleted
     failed = freed = 0
@@ -57,6 +59,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
                     click.echo(printable(f"FAILED {message}"), err=True)
             else:
                 freed += done.freed
+                outbox.add(deleted(key, done.variants))
                 click.echo(json_text(done.to_object()) if as_json else printable(done.line()))
             progress("origin", number, len(resolved))
     if not as_json:

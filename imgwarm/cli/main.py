@@ -11,6 +11,7 @@ from imgwarm.cli import (
     bucket,
     cache,
     events,
+    events_out,
     health,
     inspect,
     lifecycle,
@@ -43,7 +44,8 @@ def cli(ctx: click.Context, config: Path | None) -> None:
 for command in (make.optimize, inspect.show, queue.enqueue, queue.worker, queue.status,
                 cache.warm, serve.nginx, serve.picture, serve.gallery, serve.serve,
                 inspect.config_, make.samples, health.health, lifecycle.delete,
-                lifecycle.gc, lifecycle.fsck, bucket.bucket, events.listen, watch.watch):
+                lifecycle.gc, lifecycle.fsck, bucket.bucket, events.listen, watch.watch,
+                events_out.notify):
     cli.add_command(command)
 
 

@@ -86,6 +86,13 @@ def optimize(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
             raise click.UsageError(f"no image files found in {', '.join(sources)}")
         results = run_batch(paths, settings, credits)
         count, where = len(paths), str(store.origin_root)
+    from imgwarm.events.out import Outbox, told
+    from imgwarm.store import local_key
+
+    # each source told to the events stream as it ends, when events_redis_url is set
+    outbox = Outbox(settings, explicit_only=True)
+    results = told(results, outbox, str if store.origin == "s3" else
+                   lambda source: local_key(Path(source)))
     failed = report.show(results, count, as_json, "optimizing", qualities=report_quality)
     if not as_json:
         click.echo(f"{count} source(s): {count - failed} ok, {failed} failed; "

@@ -40,6 +40,10 @@ class EventsSettings(Group):
         100_000, ge=100, le=100_000_000,
         description="About how many events the stream keeps (older ones are trimmed; a "
         "follower that fell further behind catches up from the journal).")
+    follow_group: str | None = Field(
+        None, description="Consumer group of this cache box on the events stream (`warm "
+        "--follow`): each group sees every event once and resumes where it stopped. Empty: "
+        "warm-<host name>-<8 hex of the cache_state path>, one a box and state folder.")
     notify_url: str | None = Field(
         None, description="URL each event is POSTed to, signed (X-Imgwarm-Signature) with "
         "notify_secret; empty: no webhook.")
@@ -61,12 +65,19 @@ class EventsSettings(Group):
             raise ValueError("'..', '.', hidden and empty segments are not allowed")
         return f"{prefix}/" if prefix else ""
 
-    @field_validator("events_stream")
+    @field_validator("events_stream", "follow_group")
     @classmethod
-    def _check_stream(cls, value: str) -> str:
+    def _check_stream(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not re.fullmatch(r"[A-Za-z0-9:_.-]{1,200}", value):
             raise ValueError("letters, digits and ':_.-' only, 1 to 200 of them")
         return value
+
+    @field_validator("follow_group", mode="before")
+    @classmethod
+    def _blank_group(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value  # derived
 
     @field_validator("notify_url")
     @classmethod

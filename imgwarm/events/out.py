@@ -18,10 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from imgwarm.config import Settings
-from imgwarm.manifest import Manifest
+from imgwarm.manifest import Manifest, SourceResult
 
 if TYPE_CHECKING:
     import redis
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("imgwarm.events")
 Kind = Literal["published", "failed", "deleted"]
 FIELD = "event"  # the stream entry's field holding the JSON
-SEND_TIMEOUT = 2.0  # seconds: a job waits no longer than this on an outbox that is away
+# seconds a connection or a command may take: a job waits at most twice this (one retry) on
+# an outbox that is away, and not at all on one that refuses connections
+SEND_TIMEOUT = 2.0
 
 
 def published(manifest: Manifest, *, now: float | None = None) -> dict[str, Any]:
@@ -58,10 +61,17 @@ def stream_url(settings: Settings, *, explicit_only: bool = False) -> str | None
     return broker
 
 
-def connect(url: str, *, timeout: float | None = SEND_TIMEOUT) -> redis.Redis:
+def connect(url: str, *, timeout: float | None = SEND_TIMEOUT,
+            retries: int = 1) -> redis.Redis:
+    """A client whose every command is bounded: ``retries`` more attempts at once (a pooled
+    connection a restarted Redis closed is made again), never redis-py's default of ten with
+    backoff (a Redis that is away would hold a job for half a minute)."""
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                retry=Retry(NoBackoff(), retries))
 
 
 class Outbox:
@@ -95,6 +105,20 @@ class Outbox:
         return found.decode() if isinstance(found, bytes) else str(found)
 
 
+def told(results: Iterable[SourceResult], outbox: Outbox,
+         key: Callable[[str], str] = str) -> Iterator[SourceResult]:
+    """``results`` as they come, each told to the outbox on its way (an in-process batch:
+    ``imgwarm optimize``): a manifest is published, an error failed (``key`` turns the source
+    as given into its manifest key)."""
+    for result in results:
+        if outbox.enabled:
+            if result.manifest is not None:
+                outbox.add(published(result.manifest))
+            elif result.error is not None:
+                outbox.add(failed(key(result.source), result.error))
+        yield result
+
+
 def parse(fields: dict[Any, Any]) -> dict[str, Any] | None:
     """An entry's event; None for one that is not ours or is damaged (never fatal)."""
     raw = fields.get(FIELD.encode()) or fields.get(FIELD)
@@ -109,3 +133,9 @@ def parse(fields: dict[Any, Any]) -> dict[str, Any] | None:
             or not isinstance(event.get("key"), str):
         return None
     return event
+
+
+def entries(reply: Any) -> list[tuple[bytes, Any]]:
+    """The (id, fields) entries of an XREADGROUP reply on one stream (redis-py's RESP2 shape);
+    a trimmed entry still pending has no fields (None)."""
+    return [(entry, fields) for entry, fields in reply[0][1]] if reply else []

@@ -43,6 +43,7 @@ class Deletion:
     original: bool = False  # the original was removed
     # left for gc: the store's references are not built, so who else names them is unknown
     pending: list[str] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)  # the tombstone's: taken down, all of them
     back: bool = False  # when_gone, and the original is there again: nothing taken down
 
     def to_object(self) -> dict[str, Any]:
@@ -96,6 +97,7 @@ def delete(key: str, stores: Stores, *, original: bool = False, when_gone: bool 
         _check_original(key, stores, local_file)
     done = Deletion(key, already=isinstance(previous, Tombstone))
     paths = [p for p in _named(previous) if stores.layout.holds(p)]  # never an original
+    done.variants = paths
     wanted = original or (isinstance(previous, Tombstone) and previous.original)
     if not isinstance(previous, Tombstone) or wanted != previous.original:
         tomb = Tombstone(key=key, deleted=now or time.time(), variants=paths, original=wanted)

@@ -21,9 +21,11 @@ from imgwarm.manifest import Credits
 from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
 
 if TYPE_CHECKING:
+    from imgwarm.events.out import Outbox
     from imgwarm.store import Stores
 
 _stores: dict[int, Stores] = {}  # per process: a boto3 client must not cross a fork
+_outboxes: dict[int, Outbox] = {}  # per process too: a Redis connection must not either
 
 
 def process_stores(settings: Settings) -> Stores:
@@ -34,6 +36,32 @@ def process_stores(settings: Settings) -> Stores:
         _stores.clear()
         _stores[pid] = Stores.for_settings(settings.store)
     return _stores[pid]
+
+
+def process_outbox(settings: Settings) -> Outbox:
+    """This process's outbox (the events stream), made on first use after the fork."""
+    from imgwarm.events.out import Outbox
+
+    pid = os.getpid()
+    if pid not in _outboxes:
+        _outboxes.clear()
+        _outboxes[pid] = Outbox(settings)
+    return _outboxes[pid]
+
+
+def tell(settings: Settings, event: dict[str, Any]) -> None:
+    """Add an event to the stream; never fails the job (the outbox logs what it could not)."""
+    with contextlib.suppress(Exception):  # a bug in the outbox must not cost a made source
+        process_outbox(settings).add(event)
+
+
+def tell_failed(settings: Settings, key: Any, error: BaseException) -> None:
+    """A job that ended for good without its variants: its ``failed`` event (the task's
+    on_failure: a JobFailed, a transient fault whose retries ran out, anything unexpected)."""
+    from imgwarm.events.out import failed
+
+    line = " ".join(str(error).split()) or type(error).__name__
+    tell(settings, failed(str(key), line))
 
 
 def run_job(key: str, settings: Settings, credits: Credits, *,
@@ -53,6 +81,10 @@ def run_job(key: str, settings: Settings, credits: Credits, *,
              "(task_soft_time_limit)", settings, credits)
     except ImgwarmError as error:
         raise JobFailed(str(error)) from None
+    from imgwarm.events.out import published
+
+    # after the manifest and the journal, never before: a follower woken by it finds them
+    tell(settings, published(outcome.manifest))
     # "reused" first: the worker log shows the start of the result, and this is what counts
     return {"reused": outcome.reused, "manifest": outcome.manifest.model_dump(mode="json")}
 
@@ -109,21 +141,31 @@ def run_delete(key: str, original: bool, settings: Settings, *,
                when_gone: bool = False) -> dict[str, Any]:
     """One takedown: what it removed. Transient faults propagate (the task retries them: a
     delete goes on from where it stopped); anything else is a JobFailed with its line."""
+    from imgwarm.events.out import deleted
     from imgwarm.lifecycle.delete import delete
 
     try:
-        return delete(key, process_stores(settings), original=original,
-                      when_gone=when_gone).to_object()
+        done = delete(key, process_stores(settings), original=original, when_gone=when_gone)
     except TransientStorageError:
         raise
     except ImgwarmError as error:
         raise JobFailed(about(key, error)) from None
+    if not done.back:  # (an original uploaded anew: nothing was taken down)
+        tell(settings, deleted(key, done.variants))
+    return done.to_object()
 
 
 def register(app: Celery, settings: Settings) -> None:
     """Add the optimize and delete tasks to a worker's app."""
 
     starts = StartCounter(app, settings)
+
+    def on_failure(task: Any, error: BaseException, task_id: str, args: Any, kwargs: Any,
+                   info: Any) -> None:
+        """Celery calls this once a job has failed for good (never for a retry: a transient
+        fault whose retries ran out is re-raised and ends here too)."""
+        key = args[0] if args else kwargs.get("source_key", "?")
+        tell_failed(settings, key, error)
 
     @worker_process_init.connect(weak=False)  # type: ignore[untyped-decorator]
     def _start_process(**_: Any) -> None:
@@ -145,6 +187,7 @@ def register(app: Celery, settings: Settings) -> None:
         retry_backoff_max=int(settings.queue.retry_backoff_max),
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
+        on_failure=on_failure,
     )
     def optimize(
         self: Any, source_key: str, description: str | None = None,

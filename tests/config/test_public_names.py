@@ -51,6 +51,7 @@ CHANGED: dict[str, tuple[str, Any]] = {
     "events_stream": ("site:events", "site:events"), "notify_timeout": ("30s", 30.0),
     "notify_url": ("https://app.example/hook", "https://app.example/hook"),
     "notify_secret": ("s3cret", "s3cret"), "notify_give_up": ("1d", 86400.0),
+    "follow_group": ("warm-box-a", "warm-box-a"),
 }
 NEEDS = {"origin": {"s3_bucket": "photos"},
          "notify_url": {"notify_secret": "s3cret"}}  # settings only valid together with another
