@@ -167,6 +167,8 @@ class Poller:
                 for entry_id, fields in entries:
                     last = entry_id
                     event = json.loads(fields[b"event"])
+                    if os.environ.get("BENCH_DEBUG"):
+                        print(f"{time.strftime('%H:%M:%S')} EVENT {event['key']}", flush=True)
                     if event["type"] == "published" and event["key"] in self.put_at:
                         paths = ["/" + v["path"] for v in event["variants"]]
                         thread = threading.Thread(target=self._wait, daemon=True,
@@ -182,6 +184,8 @@ class Poller:
                 time.sleep(POLL)
         if not left:
             self.done[key] = time.monotonic()
+            if os.environ.get("BENCH_DEBUG"):
+                print(f"{time.strftime('%H:%M:%S')} DONE {key}", flush=True)
 
     def delays(self) -> dict[str, float]:
         return {key: self.done[key] - self.put_at[key] for key in self.done}
@@ -240,6 +244,8 @@ def run_one(work: Path, photos: list[Path], mode: str, rate: float,
             s3.put_object(Bucket=bucket, Key=key, Body=photo.read_bytes(),
                           ContentType="image/jpeg")
             poller.put_at[key] = time.monotonic()
+            if os.environ.get("BENCH_DEBUG"):
+                print(f"{time.strftime('%H:%M:%S')} PUT {key}", flush=True)
         deadline = time.monotonic() + timeout
         while len(poller.done) < len(photos) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -299,6 +305,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120,
                         help="seconds after the last PUT to wait for the rest (more for 5m)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--keep", action="store_true", help="keep the logs (printed path)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-uploads-", dir="/var/tmp"))
     results = []
@@ -313,7 +320,10 @@ def main() -> None:
                 print(table([found]).splitlines()[-1], flush=True)
                 results.append(found)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"logs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     print(table(results))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(results, indent=2))

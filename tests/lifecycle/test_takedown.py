@@ -82,10 +82,10 @@ def test_a_photo_taken_down_answers_404_from_every_server(
             assert report.nvme.evicted >= len(gone.variants)
             assert not {v.path for v in gone.variants} & (server.in_tier("nvme")
                                                           | server.in_tier("ram"))
-        # nginx keeps descriptors of open files for open_file_cache_valid (30 s) at most:
-        # a removed file is answered 404 within that, without a reload
+        # nginx keeps descriptors of open files for open_file_cache_valid (1 s) at most:
+        # a removed file is answered 404 within that, without a reload (10 s: a busy machine)
         wait_for(lambda: all({status for status, _ in answers(each, gone).values()} == {404}
-                             for each in served), "404 from both servers", timeout=45)
+                             for each in served), "404 from both servers", timeout=10)
         for each in served:
             kept = answers(each, twin)
             assert {status for status, _ in kept.values()} == {200}
