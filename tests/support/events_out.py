@@ -98,7 +98,7 @@ class Box:
                     "IMGWARM_RAM_ROOT": str(self.ram),
                     "IMGWARM_CACHE_STATE": str(self.root / "state"),
                     "IMGWARM_RAM_BUDGET": "8M", "IMGWARM_FSYNC": "false"}
-        self.origin = Path(queue.values["origin_root"])
+        self.stores = queue.stores()  # the origin, local or S3, to compare bytes with
         self.extra = extra
         self.log = self.root / "warm.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -149,7 +149,8 @@ class Box:
             placed = self.nvme / variant.path
             if not placed.is_file():
                 return False
-            if _digest(placed) != _digest(self.origin / variant.path):
+            origin = self.stores.origin.read(variant.path)
+            if origin is None or _digest(placed) != hashlib.sha256(origin).hexdigest():
                 raise AssertionError(f"{placed} differs from the origin's")
         return True
 
