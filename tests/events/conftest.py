@@ -4,6 +4,7 @@ worker) shared by the tests of a module, each test with keys of its own."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,5 +18,13 @@ def events_queue(redis_server: RedisServer, s3_server: S3Server,
     queue = Queue(tmp_path_factory.mktemp("events"), redis_server, s3_server, **FAST,
                   widths="160,320")
     queue.worker("--concurrency", "2")
+    yield queue
+    queue.stop()
+
+
+@pytest.fixture
+def local_queue(redis_server: RedisServer, tmp_path: Path) -> Iterator[Queue]:
+    """A queue of a test's own on a local origin (its workers started by the test)."""
+    queue = Queue(tmp_path, redis_server, None, **FAST, widths="320,640")
     yield queue
     queue.stop()

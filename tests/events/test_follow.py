@@ -21,17 +21,15 @@ from imgwarm.workers.client import enqueue_all, enqueue_delete
 from tests.support.events_out import Box, restart_redis
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.invariants import check, real_stores, snapshot, tiers_match_index, verdict
-from tests.support.queues import FAST, Queue
+from tests.support.queues import Queue
 from tests.support.servers import IMGWARM, RedisServer, free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def queue(redis_server: RedisServer, tmp_path: Path) -> Iterator[Queue]:
-    made = Queue(tmp_path, redis_server, None, **FAST, widths="320,640")
-    yield made
-    made.stop()
+def queue(local_queue: Queue) -> Queue:
+    return local_queue
 
 
 @pytest.fixture

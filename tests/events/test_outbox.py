@@ -31,13 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def local_queue(redis_server: RedisServer, tmp_path: Path) -> Iterator[Queue]:
-    queue = Queue(tmp_path, redis_server, None, **FAST, widths="320,640")
-    yield queue
-    queue.stop()
-
-
-@pytest.fixture
 def s3_queue(redis_server: RedisServer, s3_server: S3Server,
              tmp_path: Path) -> Iterator[Queue]:
     queue = Queue(tmp_path, redis_server, s3_server, **FAST, widths="320,640")
