@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from imgwarm.config import Settings
-from imgwarm.events.out import connect, entries, parse, stream_url
+from imgwarm.events.out import entries, gone, join_group, parse, pending, reason, stream_url
 from imgwarm.exceptions import SettingsError
 
 if TYPE_CHECKING:
@@ -97,23 +97,14 @@ class Follower:
             self._lost(error)
 
     def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
+        gone(self.client)
+        self.client = None
 
     # -- the stream
 
     def _connect(self) -> bool:
-        import redis
-
         try:
-            # a read blocks up to BLOCK: the socket waits longer than that
-            client = connect(self.url, timeout=BLOCK + 5.0, retries=0)
-            try:
-                client.xgroup_create(self.stream, self.group, id="$", mkstream=True)
-            except redis.ResponseError as error:
-                if "BUSYGROUP" not in str(error):
-                    raise
+            client = join_group(self.url, self.stream, self.group, block=BLOCK)
         except Exception as error:
             self._lost(error)
             return False
@@ -123,14 +114,9 @@ class Follower:
     def _lost(self, error: BaseException) -> None:
         if self.away is None:  # one line when it goes, one when it is back
             self.away = time.monotonic()
-            self.say(f"events stream {self.stream} away ({type(error).__name__}: "
-                     f"{' '.join(str(error).split())[:200]}); reconnecting with backoff, the "
-                     "journal still carries the changes to the periodic runs")
-        if self.client is not None:
-            try:
-                self.client.close()
-            except Exception as closing:  # a connection already broken
-                log.debug("closing the events stream: %s", closing)
+            self.say(f"events stream {self.stream} away ({reason(error)}); reconnecting "
+                     "with backoff, the journal still carries the changes to the periodic runs")
+        gone(self.client)
         self.client, self.taken = None, []  # still pending there: read again once back
         self.next_try = time.monotonic() + self.pause
         self.pause = min(self.pause * 2, AWAY_MOST)
@@ -144,7 +130,7 @@ class Follower:
         woken = False
         try:
             if self.fresh:
-                woken = self._take(self._pending())
+                woken = self._take(pending(self.client, self.stream, self.group, CONSUMER))
                 self.fresh = False
             block = None if woken or seconds < 0.001 else int(min(seconds, BLOCK) * 1000)
             for _ in range(DRAIN):
@@ -170,20 +156,6 @@ class Follower:
             self._lost(error)
             return False
         return woken
-
-    def _pending(self) -> list[tuple[bytes, Any]]:
-        """This consumer's entries read before and never acknowledged (it was killed, or
-        its run failed), oldest first."""
-        assert self.client is not None
-        found: list[tuple[bytes, Any]] = []
-        after = "0"
-        while True:
-            got = entries(self.client.xreadgroup(self.group, CONSUMER, {self.stream: after},
-                                                  count=1000))
-            if not got:
-                return found
-            found += got
-            after = got[-1][0].decode()
 
     def _take(self, found: list[tuple[bytes, Any]]) -> bool:
         """Entries that want a run kept for the next (acknowledged after it); the others (a

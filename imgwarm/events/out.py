@@ -139,3 +139,43 @@ def entries(reply: Any) -> list[tuple[bytes, Any]]:
     """The (id, fields) entries of an XREADGROUP reply on one stream (redis-py's RESP2 shape);
     a trimmed entry still pending has no fields (None)."""
     return [(entry, fields) for entry, fields in reply[0][1]] if reply else []
+
+
+def join_group(url: str, stream: str, group: str, *, block: float) -> redis.Redis:
+    """A client for a reader of the stream (reads block up to ``block`` seconds: its socket
+    waits longer), its consumer group made at the end (``$``) the first time."""
+    import redis
+
+    client = connect(url, timeout=block + 5.0, retries=0)
+    try:
+        client.xgroup_create(stream, group, id="$", mkstream=True)
+    except redis.ResponseError as error:
+        if "BUSYGROUP" not in str(error):
+            raise
+    return client
+
+
+def pending(client: redis.Redis, stream: str, group: str,
+            consumer: str) -> list[tuple[bytes, Any]]:
+    """The consumer's entries read before and never acknowledged (it was killed, or what
+    it did with them failed), oldest first."""
+    found: list[tuple[bytes, Any]] = []
+    after = "0"
+    while got := entries(client.xreadgroup(group, consumer, {stream: after}, count=1000)):
+        found += got
+        after = got[-1][0].decode()
+    return found
+
+
+def gone(client: redis.Redis | None) -> None:
+    """Let a reader's connection go (it may be broken already)."""
+    if client is not None:
+        try:
+            client.close()
+        except Exception as error:  # a connection already broken
+            log.debug("closing the events stream: %s", error)
+
+
+def reason(error: BaseException) -> str:
+    """An error of the stream in a few words, on one line."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:200]}"

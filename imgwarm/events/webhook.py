@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from imgwarm.config import Settings
-from imgwarm.events.out import connect, entries, parse, stream_url
+from imgwarm.events.out import entries, gone, join_group, parse, pending, reason, stream_url
 from imgwarm.exceptions import SettingsError
 
 if TYPE_CHECKING:
@@ -134,9 +134,8 @@ class Deliverer:
             except Exception as error:  # redis-py's kinds: the stream is away
                 if away is None:  # one line when it goes, one when it is back
                     away = time.monotonic()
-                    self.say(f"notify: events stream {self.stream} away ({type(error).__name__}"
-                             f": {' '.join(str(error).split())[:200]}); reconnecting with "
-                             "backoff")
+                    self.say(f"notify: events stream {self.stream} away ({reason(error)}); "
+                             "reconnecting with backoff")
                 self._drop()
                 if once:
                     break
@@ -154,11 +153,7 @@ class Deliverer:
 
     def _drop(self) -> None:
         """Let the connection go (made again on the next read)."""
-        if self.client is not None:
-            try:
-                self.client.close()
-            except Exception as error:  # a connection already broken
-                log.debug("closing the events stream: %s", error)
+        gone(self.client)
         self.client, self.fresh = None, True
 
     def _wait(self) -> float:
@@ -167,16 +162,8 @@ class Deliverer:
         return BLOCK if due is None else max(0.0, min(BLOCK, due - time.time()))
 
     def _connect(self) -> redis.Redis:
-        import redis
-
         if self.client is None:
-            client = connect(self.url, timeout=BLOCK + 5.0, retries=0)
-            try:
-                client.xgroup_create(self.stream, GROUP, id="$", mkstream=True)
-            except redis.ResponseError as error:
-                if "BUSYGROUP" not in str(error):
-                    raise
-            self.client = client
+            self.client = join_group(self.url, self.stream, GROUP, block=BLOCK)
         return self.client
 
     def _read(self, seconds: float) -> int:
@@ -187,11 +174,7 @@ class Deliverer:
         took = 0
         try:
             if self.fresh:
-                after = "0"
-                while got := entries(client.xreadgroup(GROUP, CONSUMER, {self.stream: after},
-                                                        count=1000)):
-                    took += self._take(got)
-                    after = got[-1][0].decode()
+                took += self._take(pending(client, self.stream, GROUP, CONSUMER))
                 self.fresh = False
             block = int(seconds * 1000) if seconds >= 0.001 else None
             took += self._take(entries(client.xreadgroup(

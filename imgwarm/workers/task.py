@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
@@ -24,29 +25,32 @@ if TYPE_CHECKING:
     from imgwarm.events.out import Outbox
     from imgwarm.store import Stores
 
-_stores: dict[int, Stores] = {}  # per process: a boto3 client must not cross a fork
-_outboxes: dict[int, Outbox] = {}  # per process too: a Redis connection must not either
+# per process: a boto3 client and a Redis connection must not cross a fork
+_stores: dict[int, Stores] = {}
+_outboxes: dict[int, Outbox] = {}
+T = TypeVar("T")
+
+
+def _per_process(made: dict[int, T], make: Callable[[], T]) -> T:
+    """What ``make`` gives, made once in each process (after the fork)."""
+    pid = os.getpid()
+    if pid not in made:
+        made.clear()
+        made[pid] = make()
+    return made[pid]
 
 
 def process_stores(settings: Settings) -> Stores:
     from imgwarm.store import Stores
 
-    pid = os.getpid()
-    if pid not in _stores:
-        _stores.clear()
-        _stores[pid] = Stores.for_settings(settings.store)
-    return _stores[pid]
+    return _per_process(_stores, lambda: Stores.for_settings(settings.store))
 
 
 def process_outbox(settings: Settings) -> Outbox:
     """This process's outbox (the events stream), made on first use after the fork."""
     from imgwarm.events.out import Outbox
 
-    pid = os.getpid()
-    if pid not in _outboxes:
-        _outboxes.clear()
-        _outboxes[pid] = Outbox(settings)
-    return _outboxes[pid]
+    return _per_process(_outboxes, lambda: Outbox(settings))
 
 
 def tell(settings: Settings, event: dict[str, Any]) -> None:
