@@ -68,14 +68,12 @@ def listen(ctx: click.Context, /, sqs_urls: tuple[str, ...], redis_lists: tuple[
         every = parse_duration(reconcile_every) if reconcile_every else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--reconcile-every") from None
-    if every is not None and every <= 0:
-        raise click.BadParameter("give more than 0", param_hint="--reconcile-every")
     if not (sqs_urls or redis_lists or http_address or reconcile or every):
         raise click.UsageError("give a source: --sqs QUEUE_URL, --redis-list KEY or --http "
                                "HOST:PORT (or --reconcile)", ctx)
     failures = _run(settings, sqs_urls, redis_lists, http_address, reconcile, every, as_json)
     for line in failures:
-        click.echo(printable(f"listen FAILED: {line}"), err=True)
+        click.echo(printable(f"listen FAILED: {line}"), err=True)  # (a line, not an error)
     ctx.exit(EXIT_FAILED if failures else EXIT_OK)
 
 
@@ -109,7 +107,8 @@ def _run(settings: Any, sqs_urls: tuple[str, ...], redis_lists: tuple[str, ...],
             from imgwarm.events.listen import reconcile_loop
 
             reconcile_loop(listener, stop, None, True, listener.order.client)()
-            failures: list[str] = []
+            failed = listener.counters.reconcile_failed
+            failures: list[str] = ["the reconcile failed (its line above)"] if failed else []
         else:
             failures = listen(settings, sources, listener, stop, reconcile_every=every,
                               reconcile_at_start=reconcile)

@@ -90,8 +90,8 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
     shown = ", ".join(str(f) for f in watcher.folders.watched)
 
     def ready() -> None:  # (on stderr, with --json too: a supervisor's or a test's cue)
-        click.echo(f"{'catching up' if once else 'watching'} {shown}; variants in "
-                   f"{settings.store.origin_root}", err=True)
+        click.echo(printable(f"{'catching up' if once else 'watching'} {shown}; variants in "
+                             f"{settings.store.origin_root}"), err=True)
 
     watcher.run(once=once, ready=ready)
     ctx.exit(EXIT_FAILED if once and failures else EXIT_OK)

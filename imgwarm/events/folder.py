@@ -161,8 +161,11 @@ def _same(path: str, record: Record | None) -> bool:
     source found unchanged is not rewritten)."""
     if not isinstance(record, Manifest | Failure) or record.source_sha256 is None:
         return False
-    try:
-        with open(path, "rb") as handle:
+    try:  # a regular file only: a FIFO swapped in would block, a link would lead elsewhere
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return False
             return hashlib.file_digest(handle, "sha256").hexdigest() == record.source_sha256
     except OSError:
         return False  # (its make says what is wrong)

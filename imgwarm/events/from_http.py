@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from imgwarm.config import Settings
@@ -21,6 +22,7 @@ from imgwarm.exceptions import SettingsError
 from imgwarm.text import printable
 
 SOCKET_TIMEOUT = 10.0  # seconds a sender may take to send its request
+BODY_DEADLINE = 30.0  # seconds its whole body may take
 
 
 def address_of(text: str) -> tuple[str, int]:
@@ -32,7 +34,9 @@ def address_of(text: str) -> tuple[str, int]:
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = False  # a stop waits for the requests in hand (block_on_close)
+    # a stop does not wait for a client that trickles: a request cut short was not answered,
+    # so its sender sends it again (a job queued twice is harmless)
+    daemon_threads = True
     listener: Listener
     token: bytes
     limit: int
@@ -73,9 +77,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(401, "a bearer token is needed (Authorization: Bearer TOKEN)")
             return
         length = self.headers.get("Content-Length", "")
-        if not length.isdigit():
+        if self.headers.get("Transfer-Encoding") or not (
+                length.isascii() and length.isdigit() and len(length) <= 15):
             self.close_connection = True
-            self._answer(411, "Content-Length is needed")
+            self._answer(411, "Content-Length is needed (and no Transfer-Encoding)")
             return
         if int(length) > self.server.limit:
             self.close_connection = True  # the body is not read
@@ -85,7 +90,11 @@ class _Handler(BaseHTTPRequestHandler):
                                      f"({self.server.limit})", "http", about="error")
             self._answer(413, f"over {self.server.limit} bytes")
             return
-        body = self.rfile.read(int(length))
+        body = self._body(int(length))
+        if body is None:
+            self.close_connection = True
+            self._answer(408, f"the body did not come within {BODY_DEADLINE:g} s")
+            return
         found = self.server.listener.handle(body, "http")
         if found == "malformed":
             self._answer(400, "not a bucket notification")
@@ -93,6 +102,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(503, "the jobs could not be queued: send it again")
         else:
             self._answer(200, "ok")
+
+
+    def _body(self, length: int) -> bytes | None:
+        """The body, read within BODY_DEADLINE whatever its pace; None when it did not come
+        (a client that sends a byte now and then holds a thread no longer than that)."""
+        deadline, parts, left = time.monotonic() + BODY_DEADLINE, [], length
+        try:
+            while left > 0:
+                if time.monotonic() > deadline:
+                    return None
+                part = self.rfile.read1(min(left, 1 << 16))
+                if not part:
+                    return None
+                parts.append(part)
+                left -= len(part)
+        except OSError:  # (a socket timeout: SOCKET_TIMEOUT without a byte)
+            return None
+        return b"".join(parts)
 
 
 class HttpSource:

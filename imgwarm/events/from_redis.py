@@ -71,7 +71,7 @@ class RedisListSource:
             try:
                 return call()
             except Exception as error:  # redis-py's kinds: Redis restarted, a timeout
-                listener.say("unreachable", printable(str(error)), self.name, about="error")
+                listener.say("unreachable", str(error), self.name, about="error")
                 if stop.wait(1) and until_done:
                     return None
         return None

@@ -71,7 +71,7 @@ class SqsSource:
                 found = self.client.receive_message(
                     QueueUrl=self.url, MaxNumberOfMessages=BATCH, WaitTimeSeconds=WAIT)
             except (BotoCoreError, ClientError) as error:  # away for a while: try again
-                listener.say("unreachable", printable(str(error)), self.name, about="error")
+                listener.say("unreachable", str(error), self.name, about="error")
                 stop.wait(2)
                 continue
             messages = found.get("Messages", [])
@@ -82,6 +82,9 @@ class SqsSource:
                 if keep_trying(listener, message.get("Body", "").encode("utf-8",
                                "surrogatepass"), self.name, stop):
                     self._delete(message)
+                else:  # stopped while it could not be queued: this one comes back too
+                    self._release(messages[number:])
+                    return
 
     def _delete(self, message: dict[str, Any]) -> None:
         from botocore.exceptions import BotoCoreError, ClientError

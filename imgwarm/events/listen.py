@@ -57,6 +57,7 @@ class Counters:
     malformed: int = 0
     failed: int = 0  # messages whose jobs could not be queued (they come back)
     reconciled: int = 0  # jobs a reconcile queued
+    reconcile_failed: int = 0  # reconcile runs that failed (the store or the broker away)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, name: str, count: int = 1) -> None:
@@ -114,6 +115,10 @@ class Listener:
         except MalformedEvent as error:
             self.counters.add("malformed")
             self.say("malformed", str(error), source, about="error")
+            return "malformed"
+        except Exception as error:  # a message the reader trips on must not come back forever
+            self.counters.add("malformed")
+            self.say("malformed", f"{type(error).__name__}: {error}", source, about="error")
             return "malformed"
         for why, subject in parsed.ignored:
             self.counters.add(f"ignored_{why}")
@@ -208,7 +213,8 @@ def reconcile_loop(listener: Listener, stop: threading.Event, every: float | Non
             done = reconcile(settings, Stores.for_settings(settings.store), queue, client,
                              stop)
         except Exception as error:  # the store or the broker away: the next run
-            listener.say("reconcile-failed", printable(str(error)), "reconcile", about="error")
+            listener.counters.add("reconcile_failed")
+            listener.say("reconcile-failed", str(error), "reconcile", about="error")
         else:
             listener.say("reconcile-done", f"{done.listed} listed", "reconcile",
                          about="listed", queued=done.queued)

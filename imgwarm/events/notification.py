@@ -24,6 +24,7 @@ relative to origin_root (listen is mainly for S3; ``imgwarm watch`` is for local
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -73,15 +74,22 @@ def _text(value: Any, what: str) -> str:
 
 
 def event_time(value: Any) -> float:
-    """An ISO 8601 time (``2026-11-27T20:31:04.123Z``) or Unix seconds; 0 when none or bad."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str) or not value:
-        return 0.0
+    """An ISO 8601 time (``2026-11-27T20:31:04.123Z``) or Unix seconds; 0 when none or bad
+    (a number too large for a float, or not finite, included: it would order a key for ever)."""
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found = float(value)
+        elif isinstance(value, str) and value:
+            found = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        else:
+            return 0.0
+    except (ValueError, OverflowError):
         return 0.0
+    return found if math.isfinite(found) else 0.0
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _sequencer(value: Any) -> str:
@@ -138,7 +146,7 @@ def parse(body: bytes, settings: Settings) -> Parsed:
         raise MalformedEvent(f"{len(body)} bytes, over event_max_bytes ({limit})")
     try:
         check_nesting(body, MAX_DEPTH)
-        document = json.loads(body)
+        document = json.loads(body, parse_constant=_no_constant)  # no NaN, no Infinity
     except ImgwarmError as error:
         raise MalformedEvent(str(error)) from None
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError too

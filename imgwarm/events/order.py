@@ -15,10 +15,10 @@ instead of taking it for a duplicate of itself. The record of a key lives ``ORDE
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Literal
 
 from imgwarm.events.notification import Change
+from imgwarm.store.references import key_digest
 
 if TYPE_CHECKING:
     import redis
@@ -60,8 +60,7 @@ return 'new'
 
 
 def order_key(key: str) -> str:
-    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
-    return PREFIX + digest[:32]
+    return PREFIX + key_digest(key)
 
 
 class Order:

@@ -14,7 +14,6 @@ says so (for a week; an hour for one with no record yet).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from imgwarm.config import Settings
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.manifest import Tombstone
 from imgwarm.store import Stores, check_source_key
+from imgwarm.store.references import key_digest
 
 if TYPE_CHECKING:
     import redis
@@ -97,8 +97,7 @@ def reconcile(settings: Settings, stores: Stores, queue: Callable[[str, Why], No
         why = why_make(key, modified, stores)
         if why is None:
             continue
-        mark = MARK_PREFIX + hashlib.sha256(key.encode("utf-8", "surrogateescape")
-                                            ).hexdigest()[:32]
+        mark = MARK_PREFIX + key_digest(key)
         if client is not None and client.get(mark) == f"{modified:.3f}".encode():
             continue  # this version was queued before: its job found nothing to change
         queue(key, why)

@@ -25,6 +25,16 @@ def _post(port: int, body: bytes, token: str | None) -> int:
         return error.code
 
 
+def _raw(port: int, header: str) -> int:
+    """The status of a POST with the right token and one header of the test's own."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(f"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret-token"
+                           f"\r\n{header}\r\n\r\n".encode())
+        return int(connection.recv(100).split()[1])
+
+
 def _up(port: int) -> bool:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/", method="HEAD")
     try:
@@ -49,6 +59,9 @@ def test_webhook_posts_need_the_token(events_queue: Queue) -> None:
     assert _post(port, body, "wrong") == 401
     assert _post(port, b"x" * 5000, "s3cret-token") == 413
     assert _post(port, b"{not json", "s3cret-token") == 400
+    for length in ("\u00b2", "9" * 5000, "-1"):  # a digit to str.isdigit only; huge; negative
+        assert _raw(port, f"Content-Length: {length}") == 411
+    assert _raw(port, "Transfer-Encoding: chunked") == 411
     assert _post(port, body, "s3cret-token") == 200
     wait_made(queue, [key])
     assert _post(port, body, "s3cret-token") == 200  # again: a duplicate, still 200

@@ -112,3 +112,18 @@ def test_order_by_padded_sequencer_then_time(redis_server: RedisServer) -> None:
     assert order.check(change("created", "", 11.0, "t")) == "new"
     assert order.check(change("created", "", 11.0, "t")) == "new"
     assert 0 < client.ttl(next(iter(client.keys("imgwarm:listen:order:*")))) <= 7 * 86400
+
+
+@pytest.mark.parametrize("when", [
+    "1" + "0" * 400,  # an integer no float holds: it raised OverflowError, out of the listener
+    "NaN", "Infinity", "-Infinity",  # Python's json takes them: they would order a key for ever
+])
+def test_a_time_no_float_holds_is_malformed_or_no_time(s3_settings: Settings, when: str) -> None:
+    body = json.dumps(_aws("ObjectCreated:Put", "site/up/a.jpg")).replace(
+        '"2026-11-27T10:00:00.123Z"', when).encode()
+    try:
+        changes = parse(body, s3_settings).changes
+    except MalformedEvent as error:
+        assert "not a JSON value" in str(error)
+    else:
+        assert [c.time for c in changes] == [0.0]
