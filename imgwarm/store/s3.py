@@ -1,9 +1,11 @@
 """S3 storage: the Store interface over any S3 endpoint (AWS, MinIO, Ceph, R2) through boto3.
 
 A PUT is atomic in S3 (an object appears whole or not at all), so no temporary objects are
-needed. Faults that may pass (5xx, throttling, timeouts, refused connections) are raised as
-TransientStorageError after botocore's own retries, so queued jobs can retry later; anything
-else (no such bucket, access denied) is a StorageError.
+needed. A write that must not replace carries ``If-None-Match: *``: the server creates the
+object only where none is (AWS answers 412 where one is, 409 to a write racing another), so
+of two writers exactly one creates it. Faults that may pass (5xx, throttling, timeouts, refused
+connections) are raised as TransientStorageError after botocore's own retries, so queued jobs
+can retry later; anything else (no such bucket, access denied) is a StorageError.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ _TRANSIENT_CODES = frozenset([
     "RequestTimeout", "RequestTimeTooSkewed", "SlowDown", "Throttling", "ThrottlingException",
     "TooManyRequests", "TooManyRequestsException", "RequestLimitExceeded",
     "BandwidthLimitExceeded", "InternalError", "ServiceUnavailable", "OperationAborted",
+    "ConditionalRequestConflict",  # 409: a conditional write raced another; AWS says retry
 ])
+_EXISTS_CODES = frozenset(["PreconditionFailed", "412"])  # If-None-Match: * and one is there
 _MISSING_CODES = frozenset(["NoSuchKey", "NotFound"])
 T = TypeVar("T")
 
@@ -144,17 +148,32 @@ class S3Store:
 
     def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Put the object with its Content-Type and Cache-Control; True when it was written.
-        An existing object is kept unless ``replace``."""
+        An existing object is kept unless ``replace``: looked up first (no upload for what
+        is there), then created by a conditional PUT (a rival's object that lands between
+        the two is kept, and False returned)."""
         if not replace and self.exists(key):
             return False
         object_key = self.object_key(key)
         content_type = MEDIA_TYPES.get(PurePosixPath(object_key).suffix.lower(),
                                        "application/octet-stream")
-        self._call("write", key, lambda: self.client.put_object(
-            Bucket=self.bucket, Key=object_key, Body=data, ContentType=content_type,
-            CacheControl=self.cache_control,
-        ))
-        return True
+
+        def put() -> bool:
+            try:
+                if replace:
+                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                           ContentType=content_type,
+                                           CacheControl=self.cache_control)
+                else:
+                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                           ContentType=content_type,
+                                           CacheControl=self.cache_control, IfNoneMatch="*")
+            except ClientError as error:
+                if not replace and _code(error) in _EXISTS_CODES:
+                    return False
+                raise
+            return True
+
+        return bool(self._call("write", key, put))
 
     def delete(self, key: Key) -> None:
         self._call("delete", key, lambda: self.client.delete_object(

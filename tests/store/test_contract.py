@@ -1,6 +1,6 @@
 """The Store contract: what every implementation promises (store/base.py), checked against each
-of them: the local folder, S3 over moto's real HTTP server, and the cache tiers (RAM on a
-tmpfs mounted for the test, NVMe on disk).
+of them: the local folder, S3 over real HTTP on two servers (moto's, and SeaweedFS, a real
+object store), and the cache tiers (RAM on a tmpfs mounted for the test, NVMe on disk).
 
 A new Store adds a ``Kind`` to KINDS: how to make one, and how to kill a writer of it in the
 middle of a write.
@@ -20,6 +20,7 @@ import pytest
 
 from imgwarm.exceptions import LayoutError
 from imgwarm.store import LocalStore, ObjectTooLarge, Store
+from tests.support.s3 import on_s3, s3_params, s3_server
 
 KEY = "1f/54/2a/cat.0123456789abcdef.webp"
 UNSAFE = ["../x.jpg", "/abs.jpg", "a/../../x.jpg", "a/./b.jpg", "a//b.jpg", "", "a\x00b.jpg",
@@ -49,7 +50,7 @@ def _local(tmp_path: Path) -> Kind:
     return Kind("local", lambda: LocalStore(root, max_entries=20), killer, str(root))
 
 
-def _s3(s3_server: Any) -> Kind:
+def _s3(s3_server: Any) -> Kind:  # moto's or SeaweedFS's
     from imgwarm.config import load_settings
     from imgwarm.store.s3 import S3Store, make_client
 
@@ -71,7 +72,8 @@ def _s3(s3_server: Any) -> Kind:
         f"S3Store(make_client(s.store), sys.argv[1], 'p/').write({KEY!r}, "
         "b'x' * int(sys.argv[2]))\n"
     )
-    return Kind("s3", lambda: S3Store(make_client(settings.store), bucket, "p/"), killer, bucket)
+    return Kind(s3_server.name, lambda: S3Store(make_client(settings.store), bucket, "p/"),
+                killer, bucket)
 
 
 def _tier(tmp_path: Path, name: str) -> Iterator[Kind]:
@@ -102,13 +104,13 @@ def _tier(tmp_path: Path, name: str) -> Iterator[Kind]:
         yield kind(tmp_path / "nvme")
 
 
-@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.integration),
+@pytest.fixture(params=["local", *s3_params(),
                         pytest.param("ram-tier", marks=pytest.mark.root), "nvme-tier"])
 def kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kind]:
     if request.param == "local":
         yield _local(tmp_path)
-    elif request.param == "s3":
-        yield _s3(request.getfixturevalue("s3_server"))
+    elif on_s3(request.param):
+        yield _s3(s3_server(request, request.param))
     else:
         yield from _tier(tmp_path, request.param.split("-")[0])
 

@@ -1,4 +1,5 @@
-"""S3Store against moto's S3 server over real HTTP."""
+"""S3Store over real HTTP, on moto's S3 server and on SeaweedFS's (where they disagree,
+AWS's documentation says which is right: the cases name the page)."""
 
 from __future__ import annotations
 
@@ -9,24 +10,32 @@ import pytest
 from imgwarm.config import load_settings
 from imgwarm.exceptions import StorageError, TransientStorageError
 from imgwarm.store.s3 import IMMUTABLE, NO_CACHE, S3Store, make_client
-from tests.support.servers import S3Server
+from tests.support.s3 import s3_params
+from tests.support.s3 import s3_server as server_named
+from tests.support.servers import S3Endpoint
 
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(params=s3_params())
+def s3_server(request: pytest.FixtureRequest) -> S3Endpoint:
+    """Each S3 server in turn (this module's tests run on both)."""
+    return server_named(request, request.param)
+
+
 @pytest.fixture
-def bucket(s3_server: S3Server) -> str:
+def bucket(s3_server: S3Endpoint) -> str:
     return s3_server.new_bucket()
 
 
 @pytest.fixture
-def store(s3_server: S3Server, bucket: str) -> Iterator[S3Store]:
+def store(s3_server: S3Endpoint, bucket: str) -> Iterator[S3Store]:
     settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
                              s3_region="us-east-1", s3_timeout=2)
     yield S3Store(make_client(settings.store), bucket, "site/")
 
 
-def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3Server,
+def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3Endpoint,
                                                   bucket: str) -> None:
     key = "1f/54/2a/cat.0123456789abcdef.webp"
     assert store.write(key, b"RIFF....WEBP") is True
@@ -41,7 +50,7 @@ def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3S
     assert store.describe("a/b.jpg") == f"s3://{bucket}/site/a/b.jpg"
 
 
-def test_manifest_objects_are_json_and_not_cached(s3_server: S3Server, bucket: str,
+def test_manifest_objects_are_json_and_not_cached(s3_server: S3Endpoint, bucket: str,
                                                   store: S3Store) -> None:
     manifests = S3Store(store.client, bucket, "m/", cache_control=NO_CACHE)
     assert manifests.write("aa/x.json", b"{}", replace=True)
@@ -58,7 +67,7 @@ def test_missing_bucket_is_an_error_not_a_missing_object(store: S3Store) -> None
     assert not isinstance(raised.value, TransientStorageError)
 
 
-def test_server_away_is_transient(s3_server: S3Server, store: S3Store) -> None:
+def test_server_away_is_transient(s3_server: S3Endpoint, store: S3Store) -> None:
     s3_server.stop()
     try:
         with pytest.raises(TransientStorageError, match="cannot read"):
@@ -68,3 +77,25 @@ def test_server_away_is_transient(s3_server: S3Server, store: S3Store) -> None:
     finally:
         s3_server.start()
     assert store.read("a.jpg") is None  # back, and nothing was half-written
+
+
+def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, s3_server: S3Endpoint,
+                                                       bucket: str) -> None:
+    """Another writer's object landing between the look-up and the PUT is kept, and the
+    write says it did not create it: the PUT carries ``If-None-Match: *`` (AWS: "Uploads the
+    object only if the object key name does not already exist ... Otherwise, Amazon S3
+    returns a 412 Precondition Failed error", PutObject; the user guide's "conditional
+    writes"). Before, a look-up then a plain PUT replaced it, and both writers believed they
+    had created it (a failed make then removes a file it did not create)."""
+    key = "1f/54/2a/marker"
+    looked_up = store.exists
+
+    def rival_between(asked: str) -> bool:
+        found = looked_up(asked)
+        s3_server.client.put_object(Bucket=bucket, Key=f"site/{asked}", Body=b"theirs")
+        return found
+
+    store.exists = rival_between  # type: ignore[method-assign]
+    assert store.write(key, b"mine") is False
+    assert s3_server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read() \
+        == b"theirs"

