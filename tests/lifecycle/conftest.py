@@ -1,5 +1,5 @@
-"""Lifecycle fixtures: a site of a source and its twin on a local origin and on S3 (moto over
-real HTTP); the helpers are in tests/support/lifecycle.py."""
+"""Lifecycle fixtures: a site of a source and its twin on a local origin and on S3 over real
+HTTP (moto's server, and SeaweedFS's); the helpers are in tests/support/lifecycle.py."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 from imgwarm.config import Settings
 from tests.support.lifecycle import site_on
+from tests.support.s3 import s3_params
 from tests.support.sites import Site
 from tests.support.tmpfs import mounted_tmpfs
 
 
-# On S3 (moto's server over HTTP) each case takes seconds: integration, and slow.
-@pytest.fixture(params=["local", pytest.param("s3", marks=[pytest.mark.integration,
-                                                           pytest.mark.slow])])
+# On S3 (over HTTP) each case takes seconds: integration, and slow.
+@pytest.fixture(params=["local", *s3_params(pytest.mark.slow)])
 def site(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
          ram: Path) -> Site:
     return site_on(request.param, request, settings, tmp_path, ram)

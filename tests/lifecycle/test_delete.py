@@ -16,6 +16,7 @@ from imgwarm.lifecycle.delete import UnknownSource, delete
 from imgwarm.manifest import Manifest, Tombstone
 from imgwarm.store.references import key_digest
 from tests.support.lifecycle import by_key, claims, in_origin, stores
+from tests.support.s3 import s3_params
 from tests.support.servers import clean_env
 from tests.support.sites import Site
 
@@ -71,13 +72,13 @@ def test_the_original_goes_only_when_asked(site: Site) -> None:
     assert isinstance(record, Tombstone) and record.original
 
 
-@pytest.mark.integration
-def test_an_s3_original_goes_with_original(request: pytest.FixtureRequest, settings: object,
-                                           tmp_path: Path, ram: Path) -> None:
+@pytest.mark.parametrize("server", s3_params())
+def test_an_s3_original_goes_with_original(server: str, request: pytest.FixtureRequest,
+                                           settings: object, tmp_path: Path, ram: Path) -> None:
     from imgwarm.pipeline.optimize import optimize_key
     from tests.support.lifecycle import site_on
 
-    site = site_on("s3", request, settings, tmp_path, ram)  # type: ignore[arg-type]
+    site = site_on(server, request, settings, tmp_path, ram)  # type: ignore[arg-type]
     origin = stores(site).origin
     origin.write("up/ad-17/bike.jpg", (site.sources / "photo-0.jpg").read_bytes())
     made = optimize_key("up/ad-17/bike.jpg", settings=site.settings, stores=stores(site))

@@ -66,6 +66,7 @@ from tests.support.invariants import (
     snapshot,
     verdict,
 )
+from tests.support.s3 import s3_params
 from tests.support.scenes import (
     GONE,
     PIXELS,
@@ -287,7 +288,7 @@ def exercise(scene: Scene, command: Command, faults: Faults, origin: str,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(COMMANDS))
-@pytest.mark.parametrize("origin", ["local", pytest.param("s3", marks=pytest.mark.integration)])
+@pytest.mark.parametrize("origin", ["local", *s3_params()])
 def test_every_call_failing_in_turn(origin: str, name: str, request: pytest.FixtureRequest,
                                     settings: Settings, on_tmpfs: Path, ram: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:

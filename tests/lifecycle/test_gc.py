@@ -16,6 +16,7 @@ from imgwarm.manifest import Manifest
 from imgwarm.store.references import key_digest
 from tests.support.cli import Cli
 from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
+from tests.support.s3 import s3_params
 from tests.support.sites import Site, synthetic
 
 DAY = 86400.0
@@ -118,12 +119,12 @@ def test_the_command(site: Site) -> None:
     assert all(isinstance(m, Manifest) for m in site.manifests())
 
 
-def many_dropped(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
-                 ram: Path) -> tuple[Site, list[Manifest], list[Manifest]]:
+def many_dropped(server: str, request: pytest.FixtureRequest, settings: Settings,
+                 tmp_path: Path, ram: Path) -> tuple[Site, list[Manifest], list[Manifest]]:
     """An S3 site whose layout has 8 top folders (16 entries a folder) and 30 sources of 3
     opaque variants, 10 of them made again with none: 30 candidates, past one a top folder,
     so gc lists the claims instead of looking each candidate up."""
-    site = site_on("s3", request, settings, tmp_path, ram, max_dir_entries=16)
+    site = site_on(server, request, settings, tmp_path, ram, max_dir_entries=16)
     made = synthetic(site, 30, seed=7, sizes=(2000, 6000))
     s = stores(site)
     assert len(s.layout.tops()) == 8
@@ -136,11 +137,11 @@ def paths_of(manifests: list[Manifest]) -> set[str]:
     return {v.path for m in manifests for v in m.variants}
 
 
-@pytest.mark.integration
+@pytest.mark.parametrize("server", s3_params())
 def test_many_candidates_on_s3_are_checked_against_listings(
-        request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
+        server: str, request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
         ram: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    site, dropped, kept = many_dropped(request, settings, tmp_path, ram)
+    site, dropped, kept = many_dropped(server, request, settings, tmp_path, ram)
     gc(site.settings, grace=7 * DAY)  # the first gc: a full pass, all within the grace
     s = stores(site)
     old = paths_of(dropped)

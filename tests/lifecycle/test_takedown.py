@@ -18,6 +18,7 @@ from imgwarm.manifest import Manifest
 from tests.support.cli import Cli
 from tests.support.lifecycle import by_key, in_origin, site_on
 from tests.support.nginx import running
+from tests.support.s3 import on_s3, s3_params, s3_server
 from tests.support.servers import wait_for
 from tests.support.sites import Site
 
@@ -33,10 +34,10 @@ def second_server(site: Site, ram: Path) -> Site:
     return replace(site, settings=settings)
 
 
-def public_variants(site: Site, request: pytest.FixtureRequest) -> None:
+def public_variants(site: Site, request: pytest.FixtureRequest, server: str) -> None:
     """As the README's bucket policy: anyone may read the shard folders (nginx reads the
     origin anonymously), nothing else."""
-    s3 = request.getfixturevalue("s3_server")
+    s3 = s3_server(request, server)
     bucket = site.settings.store.s3_bucket
     s3.client.put_bucket_policy(Bucket=bucket, Policy=json.dumps({
         "Version": "2012-10-17", "Statement": [{
@@ -52,14 +53,14 @@ def answers(served: object, manifest: Manifest) -> dict[str, tuple[int, str | No
     return found
 
 
-@pytest.mark.parametrize("origin", ["local", "s3"])
+@pytest.mark.parametrize("origin", ["local", *s3_params()])
 def test_a_photo_taken_down_answers_404_from_every_server(
         origin: str, request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
         ram: Path) -> None:
     a = site_on(origin, request, settings, tmp_path, ram, ram_budget="80%")
     twin = a.add("twin/photo-0.jpg", seed=0)  # names the same variants as photo-0
-    if origin == "s3":
-        public_variants(a, request)
+    if on_s3(origin):
+        public_variants(a, request, origin)
     b = second_server(a, ram)
     gone, shared = by_key(a)["photo-1.jpg"], by_key(a)["photo-0.jpg"]
     for server in (a, b):

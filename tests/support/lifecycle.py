@@ -1,5 +1,6 @@
-"""Lifecycle helpers: a site on a local origin or on S3 over moto's real HTTP server, and what
-its stores hold (manifests by key, variants in the origin, reference markers)."""
+"""Lifecycle helpers: a site on a local origin or on S3 over real HTTP (moto's server or
+SeaweedFS's), and what its stores hold (manifests by key, variants in the origin, reference
+markers)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from imgwarm.store import Stores
 from imgwarm.store.references import BUILT, REFS
+from tests.support.s3 import on_s3, s3_server
 from tests.support.sites import Site, make_site
 
 
 def site_on(origin: str, request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
             ram_root: Path, **options: object) -> Site:
-    """A site of two sources on a local origin, or on a new bucket of the session's moto
-    server (``origin="s3"``)."""
-    if origin == "s3":
-        s3 = request.getfixturevalue("s3_server")
+    """A site of two sources on a local origin, or on a new bucket of one of the session's
+    S3 servers (``origin`` "moto" or "seaweedfs")."""
+    if on_s3(origin):
+        s3 = s3_server(request, origin)
         options |= {"origin": "s3", "s3_bucket": s3.new_bucket(),
                     "s3_endpoint_url": s3.endpoint, "s3_region": "us-east-1"}
     return make_site(settings, tmp_path, ram_root, count=2, **options)

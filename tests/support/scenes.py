@@ -27,6 +27,7 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.store import local_key
 from tests.support.invariants import in_tier, origin_variants, real_stores, tiers_match_index
 from tests.support.lifecycle import forget_references
+from tests.support.s3 import on_s3, s3_server
 from tests.support.servers import clean_env
 from tests.support.sites import Site, make_site, settings_env
 
@@ -81,7 +82,7 @@ class Scene:
     links: set[Path] = field(default_factory=set)  # roots restored by hard links (tiers)
     planted: list[Path] = field(default_factory=list)  # foreign files in the tiers
     keys: dict[str, str] = field(default_factory=dict)  # role -> source key
-    server: Any = None  # the moto S3Server, on S3
+    server: Any = None  # the S3 server (moto's or SeaweedFS's), on S3
     template: str | None = None  # the bucket saved, on S3
     buckets: list[str] = field(default_factory=list)
 
@@ -117,28 +118,59 @@ class Scene:
         settings = self.site.settings
         if self.template is None:
             return settings
-        from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
-        from moto.s3.models import s3_backends
-
-        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
         self.drop_buckets()
         bucket = self.server.new_bucket()
         self.buckets.append(bucket)
-        for name, key in list(backend.get_bucket(self.template).keys.items()):
-            backend.copy_object(key, bucket, name)
+        if self.server.name == "moto":
+            copy_in_moto(self.template, bucket)
+        else:
+            copy_by_requests(self.server, self.template, bucket)
         return settings.updated(s3_bucket=bucket)
 
     def drop_buckets(self) -> None:
-        """The buckets of earlier runs (moto keeps every object in this process's memory)."""
-        from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
-        from moto.s3.models import s3_backends
-
-        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        """The buckets of earlier runs (moto keeps every object in this process's memory;
+        SeaweedFS's go to disk, and its S3 API removes them)."""
         for bucket in self.buckets:
-            for name in list(backend.get_bucket(bucket).keys.keys()):
-                backend.delete_object(bucket, name)
-            backend.delete_bucket(bucket)
+            if self.server.name == "moto":
+                drop_in_moto(bucket)
+            else:
+                self.server.drop_bucket(bucket)
         self.buckets.clear()
+
+
+# moto-only powers: its backend runs in this process, so a scene's bucket is copied and
+# dropped in memory, with no request (hundreds of restores a test). SeaweedFS has no such
+# door: the same is done through its S3 API (copy_by_requests, S3Endpoint.drop_bucket).
+def copy_in_moto(template: str, bucket: str) -> None:
+    from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for name, key in list(backend.get_bucket(template).keys.items()):
+        backend.copy_object(key, bucket, name)
+
+
+def drop_in_moto(bucket: str) -> None:
+    from moto.core import DEFAULT_ACCOUNT_ID  # type: ignore[attr-defined]
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    for name in list(backend.get_bucket(bucket).keys.keys()):
+        backend.delete_object(bucket, name)
+    backend.delete_bucket(bucket)
+
+
+def copy_by_requests(server: Any, template: str, bucket: str) -> None:
+    """Every object of ``template`` copied into ``bucket`` by server-side copies (headers
+    and all), a few at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def copy(key: str) -> None:
+        server.client.copy_object(Bucket=bucket, Key=key,
+                                  CopySource={"Bucket": template, "Key": key})
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(copy, server.keys(template)))
 
 
 PHOTOS: dict[tuple[int, int, int], bytes] = {}  # (width, height, seed) -> JPEG bytes
@@ -168,8 +200,8 @@ def base_scene(origin: str, request: pytest.FixtureRequest, settings: Settings,
     it shares some of its variants, not all), the references built by a first gc."""
     options: dict[str, object] = {"max_dir_entries": entries}
     server = None
-    if origin == "s3":
-        server = request.getfixturevalue("s3_server")
+    if on_s3(origin):
+        server = s3_server(request, origin)
         options |= {"origin": "s3", "s3_bucket": server.new_bucket(),
                     "s3_endpoint_url": server.endpoint, "s3_region": "us-east-1"}
     site = make_site(settings, folder, ram, count=0, **options)

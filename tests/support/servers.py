@@ -203,6 +203,11 @@ class SeaweedServer(S3Endpoint):
                                             stdin=subprocess.DEVNULL, cwd=self.workdir)
         wait_for(self._up, f"weed mini to answer S3 (log: {self.log})")
 
+    def drop_bucket(self, bucket: str) -> None:
+        """Removed whole: SeaweedFS removes a bucket with its objects in one request
+        (``-s3.allowDeleteBucketNotEmpty``, on by default; AWS answers BucketNotEmpty)."""
+        self.client.delete_bucket(Bucket=bucket)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
