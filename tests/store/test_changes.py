@@ -1,14 +1,17 @@
 """The manifest store's journal: readers learn what changed after their cursor, and nothing
-else, on a local folder and on S3."""
+else, on a local folder and on S3 (moto's server and SeaweedFS's)."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 from imgwarm.store.changes import FOLDER, LocalChangeLog, S3ChangeLog
+from tests.support.s3 import s3_params
+from tests.support.s3 import s3_server as named_server
 
 
 def test_local_entries_after_the_cursor_only(tmp_path: Path) -> None:
@@ -47,10 +50,13 @@ def test_local_now_skips_what_is_there(tmp_path: Path) -> None:
     assert [k for _, k in journal.since(cursor).entries] == ["after.jpg"]
 
 
-def test_s3_entries_after_the_cursor_and_late_writers(s3_server: Any) -> None:
+@pytest.mark.parametrize("server", s3_params())
+def test_s3_entries_after_the_cursor_and_late_writers(server: str,
+                                                       request: pytest.FixtureRequest) -> None:
     from imgwarm.config import load_settings
     from imgwarm.store.s3 import S3Store, make_client
 
+    s3_server = named_server(request, server)
     bucket = s3_server.new_bucket()
     settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
                              s3_region="us-east-1")

@@ -10,36 +10,35 @@ import pytest
 from imgwarm.config import load_settings
 from imgwarm.exceptions import StorageError, TransientStorageError
 from imgwarm.store.s3 import IMMUTABLE, NO_CACHE, S3Store, make_client
-from tests.support.s3 import s3_params
-from tests.support.s3 import s3_server as server_named
+from tests.support.s3 import s3_params, s3_server
 from tests.support.servers import S3Endpoint
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(params=s3_params())
-def s3_server(request: pytest.FixtureRequest) -> S3Endpoint:
+def server(request: pytest.FixtureRequest) -> S3Endpoint:
     """Each S3 server in turn (this module's tests run on both)."""
-    return server_named(request, request.param)
+    return s3_server(request, request.param)
 
 
 @pytest.fixture
-def bucket(s3_server: S3Endpoint) -> str:
-    return s3_server.new_bucket()
+def bucket(server: S3Endpoint) -> str:
+    return server.new_bucket()
 
 
 @pytest.fixture
-def store(s3_server: S3Endpoint, bucket: str) -> Iterator[S3Store]:
-    settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=s3_server.endpoint,
+def store(server: S3Endpoint, bucket: str) -> Iterator[S3Store]:
+    settings = load_settings(origin="s3", s3_bucket=bucket, s3_endpoint_url=server.endpoint,
                              s3_region="us-east-1", s3_timeout=2)
     yield S3Store(make_client(settings.store), bucket, "site/")
 
 
-def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3Endpoint,
+def test_write_read_with_headers_under_the_prefix(store: S3Store, server: S3Endpoint,
                                                   bucket: str) -> None:
     key = "1f/54/2a/cat.0123456789abcdef.webp"
     assert store.write(key, b"RIFF....WEBP") is True
-    head = s3_server.client.head_object(Bucket=bucket, Key=f"site/{key}")
+    head = server.client.head_object(Bucket=bucket, Key=f"site/{key}")
     assert head["ContentType"] == "image/webp"
     assert head["CacheControl"] == IMMUTABLE
     assert store.exists(key)
@@ -50,12 +49,12 @@ def test_write_read_with_headers_under_the_prefix(store: S3Store, s3_server: S3E
     assert store.describe("a/b.jpg") == f"s3://{bucket}/site/a/b.jpg"
 
 
-def test_manifest_objects_are_json_and_not_cached(s3_server: S3Endpoint, bucket: str,
+def test_manifest_objects_are_json_and_not_cached(server: S3Endpoint, bucket: str,
                                                   store: S3Store) -> None:
     manifests = S3Store(store.client, bucket, "m/", cache_control=NO_CACHE)
     assert manifests.write("aa/x.json", b"{}", replace=True)
     assert manifests.write("aa/x.json", b'{"a": 1}', replace=True)
-    head = s3_server.client.head_object(Bucket=bucket, Key="m/aa/x.json")
+    head = server.client.head_object(Bucket=bucket, Key="m/aa/x.json")
     assert (head["ContentType"], head["CacheControl"]) == ("application/json", "no-cache")
     assert manifests.read("aa/x.json") == b'{"a": 1}'
 
@@ -67,19 +66,19 @@ def test_missing_bucket_is_an_error_not_a_missing_object(store: S3Store) -> None
     assert not isinstance(raised.value, TransientStorageError)
 
 
-def test_server_away_is_transient(s3_server: S3Endpoint, store: S3Store) -> None:
-    s3_server.stop()
+def test_server_away_is_transient(server: S3Endpoint, store: S3Store) -> None:
+    server.stop()
     try:
         with pytest.raises(TransientStorageError, match="cannot read"):
             store.read("a.jpg")
         with pytest.raises(TransientStorageError, match="cannot write"):
             store.write("a.jpg", b"data", replace=True)
     finally:
-        s3_server.start()
+        server.start()
     assert store.read("a.jpg") is None  # back, and nothing was half-written
 
 
-def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, s3_server: S3Endpoint,
+def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, server: S3Endpoint,
                                                        bucket: str) -> None:
     """Another writer's object landing between the look-up and the PUT is kept, and the
     write says it did not create it: the PUT carries ``If-None-Match: *`` (AWS: "Uploads the
@@ -92,10 +91,10 @@ def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, s3_serve
 
     def rival_between(asked: str) -> bool:
         found = looked_up(asked)
-        s3_server.client.put_object(Bucket=bucket, Key=f"site/{asked}", Body=b"theirs")
+        server.client.put_object(Bucket=bucket, Key=f"site/{asked}", Body=b"theirs")
         return found
 
     store.exists = rival_between  # type: ignore[method-assign]
     assert store.write(key, b"mine") is False
-    assert s3_server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read() \
+    assert server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read() \
         == b"theirs"
