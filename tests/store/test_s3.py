@@ -98,3 +98,31 @@ def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, server: 
     assert store.write(key, b"mine") is False
     assert server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read() \
         == b"theirs"
+
+
+def test_of_writers_racing_to_create_one_name_exactly_one_creates_it(
+        store: S3Store, server: S3Endpoint, bucket: str) -> None:
+    """Eight writers of one name, each past its look-up (nothing there) before any PUT:
+    the server lets exactly one create the object, and its bytes are the ones kept (both
+    servers honour If-None-Match: * under concurrent PUTs; before, all eight wrote, each
+    replacing the last, and all eight said they had created it)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = "1f/54/2a/race.0123456789abcdef.webp"
+    writers = 8
+    looked_up = threading.Barrier(writers)
+    real = store.exists
+
+    def exists(asked: str) -> bool:
+        found = real(asked)
+        looked_up.wait(30)  # every writer has seen nothing there
+        return found
+
+    store.exists = exists  # type: ignore[method-assign]
+    with ThreadPoolExecutor(writers) as pool:
+        created = list(pool.map(lambda n: store.write(key, f"writer {n}".encode() * 500),
+                                range(writers)))
+    assert created.count(True) == 1, created
+    kept = server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read()
+    assert kept == f"writer {created.index(True)}".encode() * 500
