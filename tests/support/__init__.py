@@ -13,8 +13,9 @@
 - pipeline.py: the pipeline run on test bytes
 - sites.py, tmpfs.py, logs.py, lifecycle.py: a site with real variants in front of tiers, a
   real tmpfs, access logs, what a site's stores hold
-- servers.py, queues.py, nginx.py: redis-server, moto's S3, workers; a queue as users drive
-  it; a real nginx running the emitted config
+- servers.py, queues.py, nginx.py: redis-server, moto's S3, SeaweedFS, workers; a queue as
+  users drive it; a real nginx running the emitted config
+- s3.py: the S3 servers as a test parameter ("moto", "seaweedfs") and each one's fixture
 - faults.py, invariants.py: fault injection (every store, journal and tier call counted, the
   Nth failing) and the lifecycle invariants checked on the real files
 """
