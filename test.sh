@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them: Python packages in a virtual environment (.venv);
-# redis-server, nginx, nghttp2-client, chromium, docker-compose, docker.io, debootstrap, jpegtran
-# and npm through apt-get when missing and we are root; html-validate through npm, into .venv/node (the tests start
-# their own servers on free ports, drive Debian's Chromium with Playwright: no browser
-# download, check docker/ with docker-compose and our markup with html-validate).
+# redis-server, nginx, nghttp2-client, chromium, docker-compose, docker.io, debootstrap,
+# jpegtran and npm through apt-get when missing and we are root; html-validate through npm,
+# into .venv/node (the tests start their own servers on free ports, drive Debian's Chromium
+# with Playwright: no browser download, check docker/ with docker-compose, run the compose
+# stack on their own dockerd, and check our markup with html-validate).
 # Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
 set -euo pipefail
 cd "$(dirname "$0")"

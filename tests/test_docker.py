@@ -87,8 +87,9 @@ def test_the_seaweedfs_override_replaces_the_s3_server_alone(
     assert endpoint.endswith(":9000") and "-s3.port=9000" in s3["command"]
     assert s3["environment"]["AWS_ACCESS_KEY_ID"] == after["worker"]["environment"][
         "AWS_ACCESS_KEY_ID"]
-    assert s3["healthcheck"]["test"][:2] == ["CMD", "curl"] and ":9000/healthz" in \
-        s3["healthcheck"]["test"][-1]
+    check = s3["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL" and ":9000/healthz" in check[1]
+    assert "-F file=" in check[1] and check[1].count(".healthcheck/probe") == 2  # reads work
     assert after["bucket"]["command"] == ["bucket", "--create"]  # the policy: by default
     listen = after["listen"]["command"]
     assert listen[listen.index("--reconcile-every") + 1] == "30s"
