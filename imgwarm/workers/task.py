@@ -13,11 +13,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from celery import Celery
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, Retry, SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError, about
+from imgwarm.exceptions import (
+    FormatTooNew,
+    ImgwarmError,
+    JobFailed,
+    TransientStorageError,
+    about,
+)
 from imgwarm.manifest import Credits
 from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
 
@@ -111,6 +117,27 @@ def fail(key: str, reason: str, settings: Settings, credits: Credits) -> NoRetur
     raise JobFailed(f"{key}: {reason}")
 
 
+def leave_for_newer(task: Any, settings: Settings) -> None:
+    """Before a job touches the store: when its format is newer than this worker knows (a
+    rollout under way), put the job back on the queue for a newer worker and end this try
+    as a retry: nothing written, no failure recorded, no ``failed`` event, and the try not
+    counted against task_max_retries. It is looked at again after retry_backoff_max, by
+    whichever worker takes it (the store's record is kept REFRESH seconds a process)."""
+    from imgwarm.store.format import WRITE
+
+    try:
+        process_stores(settings).check(WRITE)
+    except FormatTooNew as error:
+        wait = settings.queue.retry_backoff_max
+        again = task.signature_from_request(task.request, countdown=wait,
+                                            retries=task.request.retries)
+        try:
+            again.apply_async()
+        except Exception:  # the broker away: this delivery goes back to the queue instead
+            raise Reject(str(error), requeue=True) from None
+        raise Retry(str(error), exc=error, when=wait, sig=again) from None
+
+
 def starts_key(job_id: str) -> str:
     """Redis key counting a job's starts that did not end (its worker process died)."""
     return f"imgwarm:starts:{job_id}"
@@ -197,6 +224,7 @@ def register(app: Celery, settings: Settings) -> None:
         self: Any, source_key: str, description: str | None = None,
         copyright: str | None = None, artist: str | None = None,
     ) -> dict[str, Any]:
+        leave_for_newer(self, settings)
         started = starts.start(self.request.id)
         try:
             try:
@@ -215,6 +243,7 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(  # type: ignore[untyped-decorator]
         name=DELETE_TASK,
+        bind=True,
         autoretry_for=(TransientStorageError,),
         throws=(JobFailed,),
         retry_backoff=1,
@@ -222,8 +251,9 @@ def register(app: Celery, settings: Settings) -> None:
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
     )
-    def delete(source_key: str, original: bool = False,
+    def delete(self: Any, source_key: str, original: bool = False,
                when_gone: bool = False) -> dict[str, Any]:
+        leave_for_newer(self, settings)
         return run_delete(source_key, original, settings, when_gone=when_gone)
 
 
