@@ -79,8 +79,8 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
     stores = Stores.for_settings(settings.store)
     stores.check(READ if dry_run else ACT)
     with lock(cache.cache_state) as held:
+        index = Index(cache.cache_state / INDEX)  # (first: one too new touches no tier)
         tiers = open_tiers(settings)
-        index = Index(cache.cache_state / INDEX)
         report = WarmReport(dry_run=dry_run, full=full)
         at = now or time.time()
         run = Run(settings=settings, tiers=tiers, policies=policies(settings, tiers, report),
