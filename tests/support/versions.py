@@ -11,7 +11,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from imgwarm.config import Settings
 from imgwarm.store.format import FORMAT_RECORD, STORE_FORMAT
 
 NEWER = STORE_FORMAT + 1
@@ -43,22 +42,6 @@ def refusal(where: str, number: int = NEWER) -> str:
 
     return (f"{where} is store format {number}; imgwarm {imgwarm_version()} knows formats up "
             f"to {STORE_FORMAT}: upgrade imgwarm first")
-
-
-def store_env(settings: Settings) -> dict[str, str]:
-    """The environment that gives the CLI these settings' origin and manifest roots."""
-    return {"IMGWARM_ORIGIN_ROOT": str(settings.store.origin_root),
-            "IMGWARM_MANIFEST_ROOT": str(settings.store.manifest_root)}
-
-
-def site_env(settings: Settings) -> dict[str, str]:
-    """The environment that gives the CLI a site's roots: origin, manifests, tiers."""
-    cache = settings.cache
-    return {**store_env(settings),
-            "IMGWARM_NVME_ROOT": str(cache.nvme_root), "IMGWARM_RAM_ROOT": str(cache.ram_root),
-            "IMGWARM_CACHE_STATE": str(cache.cache_state),
-            "IMGWARM_WIDTHS": ",".join(map(str, settings.image.widths)),
-            "IMGWARM_RAM_MAX_WIDTH": str(cache.ram_max_width)}
 
 
 def snapshot(*roots: Path) -> dict[str, tuple[str, int, str]]:

@@ -17,7 +17,7 @@ from imgwarm.exceptions import FormatTooNew
 from imgwarm.store.format import imgwarm_version
 from tests.support.cli import Cli
 from tests.support.files import all_files
-from tests.support.sites import Site
+from tests.support.sites import Site, settings_env
 from tests.support.versions import (
     INDEX_0_2_0,
     INDEX_BEFORE_GC,
@@ -27,7 +27,6 @@ from tests.support.versions import (
     index_names,
     old_index,
     set_user_version,
-    site_env,
     user_version,
 )
 
@@ -108,7 +107,7 @@ def test_warm_refuses_a_newer_index_in_one_line_and_touches_no_tier(
     path = cache.cache_state / INDEX
     Index(path).close(keep=True)
     set_user_version(path, INDEX_SCHEMA + 1)
-    result = run_cli("warm", env=site_env(settings))
+    result = run_cli("warm", env=settings_env(settings))
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"warm FAILED: index {path} is schema {INDEX_SCHEMA + 1}; imgwarm {imgwarm_version()} "

@@ -31,7 +31,8 @@ from imgwarm.store.local import LocalStore
 from tests.support.cli import Cli
 from tests.support.images import photo
 from tests.support.servers import S3Server
-from tests.support.versions import NEWER, mark_local, record_bytes, refusal, store_env
+from tests.support.sites import settings_env
+from tests.support.versions import NEWER, mark_local, record_bytes, refusal
 
 CURRENT = {"format": STORE_FORMAT, "readable_by": STORE_FORMAT,
            "written_by": f"imgwarm {imgwarm_version()}"}
@@ -51,10 +52,10 @@ def _s3_settings(s3: S3Server, bucket: str, prefix: str = "") -> Settings:
 def test_the_first_write_leaves_the_record_and_a_read_leaves_none(
         settings: Settings, run_cli: Cli, tmp_path: Path) -> None:
     origin = settings.store.origin_root
-    env = store_env(settings)
+    env = settings_env(settings)
     assert run_cli("fsck", env=env).exit_code == 0  # a reading command writes nothing
     assert not (origin / FORMAT_RECORD).exists()
-    result = run_cli("optimize", _jpeg(tmp_path / "one.jpg"), env=store_env(settings))
+    result = run_cli("optimize", _jpeg(tmp_path / "one.jpg"), env=env)
     assert result.exit_code == 0, result.stderr
     assert json.loads((origin / FORMAT_RECORD).read_bytes()) == CURRENT
     assert Stores.local(settings.store).check() is not None
@@ -68,9 +69,10 @@ def test_a_record_there_is_never_replaced(settings: Settings, run_cli: Cli,
     origin.mkdir(parents=True)
     older = record_bytes(STORE_FORMAT, written_by="imgwarm 0.2.9")
     (origin / FORMAT_RECORD).write_bytes(older)
-    assert run_cli("optimize", _jpeg(tmp_path / "one.jpg"), env=store_env(settings)).exit_code == 0
-    assert run_cli("delete", tmp_path / "one.jpg", env=store_env(settings)).exit_code == 0
-    assert run_cli("gc", "--grace", "0", env=store_env(settings)).exit_code == 0
+    env = settings_env(settings)
+    assert run_cli("optimize", _jpeg(tmp_path / "one.jpg"), env=env).exit_code == 0
+    assert run_cli("delete", tmp_path / "one.jpg", env=env).exit_code == 0
+    assert run_cli("gc", "--grace", "0", env=env).exit_code == 0
     assert (origin / FORMAT_RECORD).read_bytes() == older
 
 
@@ -234,7 +236,7 @@ def test_a_damaged_record_stops_every_command(settings: Settings, run_cli: Cli,
     origin.mkdir(parents=True)
     (origin / FORMAT_RECORD).write_bytes(body)
     for args in (("optimize", _jpeg(tmp_path / "one.jpg")), ("fsck",)):
-        result = run_cli(*args, env=store_env(settings))
+        result = run_cli(*args, env=settings_env(settings))
         assert result.exit_code == 1
         (line,) = result.stderr.splitlines()
         assert f"{origin / FORMAT_RECORD} is not a format record" in line
