@@ -84,7 +84,7 @@ def run_job(key: str, settings: Settings, credits: Credits, *,
     try:
         outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
                                credits=credits, again=again)
-    except TransientStorageError:
+    except (TransientStorageError, FormatTooNew):  # retried; left for a newer worker
         raise
     except SoftTimeLimitExceeded:
         fail(key, f"took longer than {settings.queue.task_soft_time_limit:g} s "
@@ -117,25 +117,29 @@ def fail(key: str, reason: str, settings: Settings, credits: Credits) -> NoRetur
     raise JobFailed(f"{key}: {reason}")
 
 
-def leave_for_newer(task: Any, settings: Settings) -> None:
-    """Before a job touches the store: when its format is newer than this worker knows (a
-    rollout under way), put the job back on the queue for a newer worker and end this try
-    as a retry: nothing written, no failure recorded, no ``failed`` event, and the try not
-    counted against task_max_retries. It is looked at again after retry_backoff_max, by
-    whichever worker takes it (the store's record is kept REFRESH seconds a process)."""
+def first_look(settings: Settings) -> None:
+    """Before a job touches the store: FormatTooNew (``leave_for_newer``) when its format is
+    newer than this worker knows."""
     from imgwarm.store.format import WRITE
 
+    process_stores(settings).check(WRITE)
+
+
+def leave_for_newer(task: Any, settings: Settings, error: FormatTooNew) -> NoReturn:
+    """A job that met a store newer than this worker knows (a rollout under way: before it
+    began, or mid-way, once the record was read again, format_refresh): put it back on the
+    queue for a newer worker and end this try as a retry: no failure recorded, no
+    ``failed`` event, and the try not counted against task_max_retries. It is looked at
+    again after retry_backoff_max, by whichever worker takes it. (Stopped mid-way, what it
+    had written is what a killed job leaves: the next run, or gc, finishes it.)"""
+    wait = settings.queue.retry_backoff_max
+    again = task.signature_from_request(task.request, countdown=wait,
+                                        retries=task.request.retries)
     try:
-        process_stores(settings).check(WRITE)
-    except FormatTooNew as error:
-        wait = settings.queue.retry_backoff_max
-        again = task.signature_from_request(task.request, countdown=wait,
-                                            retries=task.request.retries)
-        try:
-            again.apply_async()
-        except Exception:  # the broker away: this delivery goes back to the queue instead
-            raise Reject(str(error), requeue=True) from None
-        raise Retry(str(error), exc=error, when=wait, sig=again) from None
+        again.apply_async()
+    except Exception:  # the broker away: this delivery goes back to the queue instead
+        raise Reject(str(error), requeue=True) from None
+    raise Retry(str(error), exc=error, when=wait, sig=again) from None
 
 
 def starts_key(job_id: str) -> str:
@@ -177,7 +181,7 @@ def run_delete(key: str, original: bool, settings: Settings, *,
 
     try:
         done = delete(key, process_stores(settings), original=original, when_gone=when_gone)
-    except TransientStorageError:
+    except (TransientStorageError, FormatTooNew):
         raise
     except ImgwarmError as error:
         raise JobFailed(about(key, error)) from None
@@ -224,7 +228,10 @@ def register(app: Celery, settings: Settings) -> None:
         self: Any, source_key: str, description: str | None = None,
         copyright: str | None = None, artist: str | None = None,
     ) -> dict[str, Any]:
-        leave_for_newer(self, settings)
+        try:
+            first_look(settings)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
         started = starts.start(self.request.id)
         try:
             try:
@@ -234,6 +241,8 @@ def register(app: Celery, settings: Settings) -> None:
             if started > settings.queue.task_max_lost:
                 give_up(source_key, started - 1, settings, credits)
             return run_job(source_key, settings, credits, again=started > 1)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
         finally:
             from imgwarm.pipeline.budget import give_back
 
@@ -253,8 +262,11 @@ def register(app: Celery, settings: Settings) -> None:
     )
     def delete(self: Any, source_key: str, original: bool = False,
                when_gone: bool = False) -> dict[str, Any]:
-        leave_for_newer(self, settings)
-        return run_delete(source_key, original, settings, when_gone=when_gone)
+        try:
+            first_look(settings)
+            return run_delete(source_key, original, settings, when_gone=when_gone)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
 
 
 def worker_app(settings: Settings) -> Celery:
