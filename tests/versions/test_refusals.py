@@ -30,7 +30,8 @@ from tests.support.versions import (
 
 WRITERS = [("optimize", "{new}"), ("optimize", "{made}"), ("delete", "{made}"),
            ("delete", "--original", "{made}"), ("gc", "--grace", "0", "--full"),
-           ("gc", "--grace", "0"), ("fsck", "--repair"), ("warm",)]
+           ("gc", "--grace", "0"), ("fsck", "--repair"), ("warm",),
+           ("watch", "--once", "{folder}")]
 
 
 def _roots(settings: Settings) -> list[Path]:
@@ -63,8 +64,8 @@ def test_a_newer_store_refuses_every_writer_in_one_line_and_nothing_changes(
     settings = marked.settings
     origin = settings.store.origin_root
     mark_local(origin, NEWER, readable_by=1)
-    given = [a.format(new=marked.sources / "new.jpg", made=marked.sources / "photo-0.jpg")
-             for a in args]
+    given = [a.format(new=marked.sources / "new.jpg", made=marked.sources / "photo-0.jpg",
+                      folder=marked.sources) for a in args]
     before = snapshot(*_roots(settings), marked.sources)
     result = run_cli(*given, env=settings_env(settings))
     assert result.exit_code == 2
