@@ -15,6 +15,8 @@
   real tmpfs, access logs, what a site's stores hold
 - servers.py, queues.py, nginx.py: redis-server, moto's S3, workers; a queue as users drive
   it; a real nginx running the emitted config
+- versions.py: formats and versions: a store marked with a format record, snapshots of
+  folders and buckets (a refused command changed nothing), indexes as older versions made them
 - faults.py, invariants.py: fault injection (every store, journal and tier call counted, the
   Nth failing) and the lifecycle invariants checked on the real files
 """
