@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from imgwarm.store.format import (
 from imgwarm.store.local import LocalStore
 from tests.support.cli import Cli
 from tests.support.images import photo
-from tests.support.servers import S3Server
+from tests.support.servers import S3Server, wait_for
 from tests.support.sites import settings_env
 from tests.support.versions import NEWER, mark_local, record_bytes, refusal
 
@@ -116,6 +115,7 @@ else:
     from imgwarm.store.s3 import S3Store
     endpoint, bucket = where.split("|")
     raw = S3Store(boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1"), bucket)
+Path(start + "." + name.split()[-1]).touch()  # imported and ready
 while not os.path.exists(start):
     time.sleep(0.001)
 mine = FormatRecord(1, 1, name)
@@ -132,7 +132,8 @@ def _race(kind: str, where: str, tmp_path: Path, env: dict[str, str] | None = No
     racers = [subprocess.Popen([sys.executable, "-c", RACER, kind, where, f"racer {n}",
                                 str(start)], stdout=subprocess.PIPE, text=True, env=env)
               for n in range(RACERS)]
-    time.sleep(1.5)  # every racer imported and waiting on the start file
+    wait_for(lambda: all(Path(f"{start}.{n}").exists() for n in range(RACERS)),
+             "every racer to be ready")  # imported, its store made, waiting on the start
     start.touch()
     outputs = [racer.communicate(timeout=60)[0] for racer in racers]
     assert all(racer.returncode == 0 for racer in racers)
