@@ -161,6 +161,7 @@ def old_index(path: Path, ddl: str) -> None:
     """An index as an older imgwarm left it: its DDL, user_version 0, rows in every table."""
     path.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = WAL")  # as every version's Index set it
     db.executescript(ddl)
     db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
                    "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

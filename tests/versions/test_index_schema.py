@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from imgwarm.exceptions import FormatTooNew
 from imgwarm.store.format import imgwarm_version
 from tests.support.cli import Cli
 from tests.support.files import all_files
+from tests.support.servers import wait_for
 from tests.support.sites import Site, settings_env
 from tests.support.versions import (
     INDEX_0_2_0,
@@ -114,3 +117,36 @@ def test_warm_refuses_a_newer_index_in_one_line_and_touches_no_tier(
         f"knows schemas up to {INDEX_SCHEMA}: upgrade imgwarm first"]
     assert all_files(cache.nvme_root) == [] and all_files(cache.ram_root) == []
     assert user_version(path) == INDEX_SCHEMA + 1
+
+
+OPENER = """
+import os, sys, time
+from pathlib import Path
+from imgwarm.cache.index import Index
+path, ready, start = sys.argv[1:4]
+Path(ready).touch()
+while not os.path.exists(start):
+    time.sleep(0.001)
+index = Index(Path(path))
+print(index.migrated_from)
+index.close(keep=True)
+"""
+
+
+def test_processes_opening_one_old_index_at_once_migrate_it_once(tmp_path: Path) -> None:
+    """The migration holds the write lock (BEGIN IMMEDIATE) and reads the version again
+    under it: one process migrates, the others find it done; the rows are kept."""
+    path = tmp_path / "state" / INDEX
+    old_index(path, INDEX_0_2_0)
+    start = tmp_path / "go"
+    openers = [subprocess.Popen([sys.executable, "-c", OPENER, str(path),
+                                 str(tmp_path / f"ready.{n}"), str(start)],
+                                stdout=subprocess.PIPE, text=True) for n in range(4)]
+    wait_for(lambda: all((tmp_path / f"ready.{n}").exists() for n in range(4)),
+             "every opener to be ready")
+    start.touch()
+    found = [int(opener.communicate(timeout=60)[0]) for opener in openers]
+    assert all(opener.returncode == 0 for opener in openers)
+    assert found.count(0) == 1 and found.count(INDEX_SCHEMA) == 3
+    assert user_version(path) == INDEX_SCHEMA
+    assert _rows(path, "SELECT key, path FROM refs") == sorted(OLD_REFS, key=repr)
