@@ -9,7 +9,9 @@ variant on NVMe, placed by real traffic, in time with what changed.
     logs.py       access logs read incrementally: rotation, gzip, copytruncate
     placeable.py  which requested paths can count as a variant's hotness
     rank.py       scores that decay, the prior of new uploads, density, the choice
-    index.py      what is placed, and the scores, in SQLite (every statement on it)
+    index.py      what is placed, in SQLite (every statement on it, with the next two)
+    scores.py     the index's scores and meta values (a part of Index)
+    schema.py     the index's schema version (PRAGMA user_version) and its migrations
     copier.py     files copied into the tiers, many at once
     lock.py       one run at a time on a server's tiers
     run.py        the state of one warm run

@@ -9,7 +9,9 @@ finishes (``recover``): the index and the tiers never disagree for longer than o
 Partial indexes give each run only the rows it acts on: variants wanted but not on NVMe,
 variants no source references any more, what RAM holds.
 
-Every SQL statement on the index is in this module; rows come out as named tuples (``Row``,
+Every SQL statement on the index is in this module, its scores' (scores.py, a part of
+``Index``) and its schema's (schema.py: the version in ``PRAGMA user_version`` and the
+migrations); rows come out as named tuples (``Row``,
 ``Pending``, ``Totals``, ``Identity``), each tier's state under the tier's name.
 """
 
@@ -25,65 +27,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from imgwarm.cache.identity import Identity
-from imgwarm.cache.rank import (
-    AGE_FLOOR,
-    PAGE,
-    PRIOR_PERCENTILE,
-    SHARE_PRIOR,
-    YOUNG_FOR,
-    Candidate,
-    Decay,
-    choose,
-    class_weights,
-    measure_shares,
-    pages,
-)
+from imgwarm.cache.rank import Candidate, choose, pages
+from imgwarm.cache.schema import migrate
+from imgwarm.cache.scores import IN_CHUNK, Scores, density_sql
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
-_IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS variants (
-    path TEXT PRIMARY KEY, format TEXT NOT NULL, width INTEGER NOT NULL,
-    bytes INTEGER NOT NULL, refs INTEGER NOT NULL DEFAULT 0,
-    score REAL NOT NULL DEFAULT 0, prior REAL NOT NULL DEFAULT 0,
-    density REAL NOT NULL DEFAULT 0, pinned INTEGER NOT NULL DEFAULT 0,
-    ram TEXT, nvme TEXT, dropped REAL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
-                                 PRIMARY KEY (key, path)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS refs_by_path ON refs (path);
-DROP INDEX IF EXISTS by_rank;
-CREATE INDEX IF NOT EXISTS ranking ON variants (pinned DESC, density DESC, path, bytes, width,
-    refs, ram, nvme) WHERE refs > 0;
-CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs > 0;
-CREATE INDEX IF NOT EXISTS need_nvme ON variants (path) WHERE refs > 0 AND nvme IS NULL;
-DROP INDEX IF EXISTS in_ram;
-DROP INDEX IF EXISTS on_nvme;
-DROP INDEX IF EXISTS held_ram;
-DROP INDEX IF EXISTS held_nvme;
-CREATE INDEX IF NOT EXISTS kept_ram ON variants (pinned DESC, density DESC, path, bytes, ram)
-    WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_nvme ON variants (pinned DESC, density DESC, path, bytes, nvme)
-    WHERE nvme IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_gone_ram ON variants (path, bytes, refs, ram)
-    WHERE ram IS NOT NULL AND refs = 0;
-CREATE INDEX IF NOT EXISTS kept_gone_nvme ON variants (path, bytes, refs, nvme)
-    WHERE nvme IS NOT NULL AND refs = 0;
-CREATE INDEX IF NOT EXISTS kept_wide_ram ON variants (width, pinned, path, bytes, ram)
-    WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_wide_nvme ON variants (width, pinned, path, bytes, nvme)
-    WHERE nvme IS NOT NULL;
-CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
-    WHERE nvme IN ('placing', 'evicting');
-CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
-CREATE INDEX IF NOT EXISTS pinned ON variants (path) WHERE pinned = 1;
-CREATE TABLE IF NOT EXISTS written (tier TEXT NOT NULL, path TEXT NOT NULL,
-                                    dev INTEGER NOT NULL, ino INTEGER NOT NULL,
-                                    mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-                                    PRIMARY KEY (tier, path)) WITHOUT ROWID;
-"""
 
 
 class Row(NamedTuple):
@@ -139,7 +88,7 @@ _FROM = ("pinned = :p AND density = :d AND path >= :path", "pinned = :p AND dens
          "pinned < :p")
 
 
-class Index:
+class Index(Scores):
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -147,15 +96,11 @@ class Index:
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB: large updates stay in memory
-        self.db.executescript(_SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(variants)")}
-        if "dropped" not in columns:  # an index made before gc
-            self.db.execute("ALTER TABLE variants ADD COLUMN dropped REAL")
-        if "born" not in columns:  # an index made before the age-corrected estimate: its
-            # variants count as old (NULL)
-            self.db.execute("ALTER TABLE variants ADD COLUMN born REAL")
-        self.db.execute("CREATE INDEX IF NOT EXISTS young ON variants (born) "
-                        "WHERE refs > 0 AND born IS NOT NULL")
+        try:
+            self.migrated_from = migrate(self.db, path)  # (schema.py: FormatTooNew if newer)
+        except BaseException:
+            self.db.close()
+            raise
         try:
             self.db.execute("SELECT power(2, 1), log2(2)")
         except sqlite3.OperationalError:  # an SQLite built without its math functions
@@ -173,15 +118,6 @@ class Index:
     def close(self, *, keep: bool) -> None:
         self.db.execute("COMMIT" if keep else "ROLLBACK")
         self.db.close()
-
-    # --- meta --------------------------------------------------------------------------------
-
-    def meta(self, name: str, default: Any = None) -> Any:
-        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return json.loads(row[0]) if row else default
-
-    def remember(self, name: str, value: Any) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, json.dumps(value)))
 
     # --- sources and their variants ------------------------------------------------------------
 
@@ -208,8 +144,8 @@ class Index:
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
         old: dict[str, set[str]] = {key: set() for key in wanted}
         keys = list(wanted)
-        for at in range(0, len(keys), _IN_CHUNK):
-            chunk = keys[at:at + _IN_CHUNK]
+        for at in range(0, len(keys), IN_CHUNK):
+            chunk = keys[at:at + IN_CHUNK]
             for key, path in self.db.execute(
                     f"SELECT key, path FROM refs WHERE key IN ({','.join('?' * len(chunk))})",
                     chunk):
@@ -224,7 +160,7 @@ class Index:
         # by a second statement); one already there gains a reference
         self.db.executemany(
             "INSERT INTO variants (path, format, width, bytes, refs, prior, density, born) "
-            f"VALUES (?, ?, ?, ?, 1, ?, {_density('0', '?', '?')}, ?) "
+            f"VALUES (?, ?, ?, ?, 1, ?, {density_sql('0', '?', '?')}, ?) "
             "ON CONFLICT (path) DO UPDATE SET refs = refs + 1",
             [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes, born.get(key))
              for key, v, prior in added])
@@ -245,128 +181,6 @@ class Index:
         """Rows of variants nobody references and no tier holds."""
         self.db.execute("DELETE FROM variants WHERE refs = 0 AND ram IS NULL AND nvme IS NULL")
 
-    # --- scores -------------------------------------------------------------------------------
-
-    def add_scores(self, weights: dict[str, float]) -> int:
-        """Add request weights to the variants at these paths; returns how many were ours.
-        Their densities are those of their own score until ``rerank``."""
-        before = self.db.total_changes
-        self.db.executemany(
-            "UPDATE variants SET score = score + ?1, "
-            f"density = {_density('score + ?1', 'prior', 'bytes')} "
-            "WHERE path = ?2",  # in key order: each B-tree page is visited once, not at random
-            [(weights[path], path) for path in sorted(weights)])
-        return self.db.total_changes - before
-
-    def rerank(self, paths: Iterable[str], *, now: float, decay: Decay) -> int:
-        """The densities of every variant of the sources of these paths (their scores moved)
-        and of the sources with a young variant (its age moved), as rank.py estimates them:
-        each variant's score corrected for its age, plus its prior, pooled over its source
-        and shared out by each variant's own score plus SHARE_PRIOR requests now spread by
-        the site's shares (measured on the sources ranked again). Returns how many sources
-        were ranked again."""
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (key TEXT PRIMARY KEY) "
-                        "WITHOUT ROWID")
-        self.db.execute("DELETE FROM touched")
-        found = sorted(set(paths))
-        for at in range(0, len(found), _IN_CHUNK):
-            chunk = found[at:at + _IN_CHUNK]
-            self.db.execute(
-                "INSERT OR IGNORE INTO touched SELECT key FROM refs "
-                f"WHERE path IN ({','.join('?' * len(chunk))})", chunk)
-        # The young: under a half-life old at every run (their estimate moves fastest), up to
-        # YOUNG_FOR half-lives once an hour (a few percent an hour then)
-        ages = 1.0
-        if now - self.meta("young_ranked", float("-inf")) >= 3600.0:
-            ages = YOUNG_FOR
-            self.remember("young_ranked", now)
-        self.db.execute(
-            "INSERT OR IGNORE INTO touched SELECT r.key FROM variants v JOIN refs r "
-            "ON r.path = v.path WHERE v.refs > 0 AND v.born IS NOT NULL AND v.born > ?",
-            (now - ages * decay.half_life,))
-        # each variant of those sources, with its value: its corrected score plus its prior
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS base (key TEXT, path TEXT, score REAL, "
-                        "format TEXT, class INTEGER, value REAL)")
-        # (by key: the shares join a source's variants to its mean; a scan instead would be
-        # sources x variants)
-        self.db.execute("CREATE INDEX IF NOT EXISTS temp.base_by_key ON base (key)")
-        self.db.execute("DELETE FROM base")
-        self.db.execute(
-            f"INSERT INTO base SELECT r.key, v.path, v.score, v.format, {_width_class('v')}, "
-            f"{_estimate('v')} + v.prior FROM touched t JOIN refs r ON r.key = t.key "
-            "JOIN variants v ON v.path = r.path WHERE v.refs > 0",
-            {"now": now, "half_life": decay.half_life})
-        self._measure(now, decay)
-        self.db.execute(
-            "UPDATE variants SET density = e.estimate / "
-            f"((max(bytes, 1) + {PAGE - 1}) / {PAGE} * {PAGE}) FROM ("
-            "  WITH weighed AS MATERIALIZED ("
-            "    SELECT b.key AS key, b.path AS path, b.score AS score, b.value AS value,"
-            "           coalesce(s.weight, 1.0) AS weight"
-            "    FROM base b LEFT JOIN shares s ON s.format = b.format AND s.class = b.class),"
-            "  source AS (SELECT key, sum(value) AS total, sum(score) AS score,"
-            "             sum(weight) AS weight FROM weighed GROUP BY key)"
-            "  SELECT w.path AS path,"
-            "        max(source.total * (w.score + ?1 * w.weight)"
-            "            / (source.score + ?1 * source.weight)) AS estimate"
-            "  FROM weighed w JOIN source ON source.key = w.key GROUP BY w.path"
-            ") AS e WHERE variants.path = e.path", (SHARE_PRIOR * decay(now),))
-        ranked: int = self.db.execute("SELECT count(*) FROM touched").fetchone()[0]
-        return ranked
-
-    def _measure(self, now: float, decay: Decay) -> None:
-        """The site's shares (rank.measure_shares) with the sources about to be re-ranked
-        (``base``), kept in the index and in the temporary table ``shares`` for rerank."""
-        kept = {(fmt, cls): (score, mean) for fmt, cls, score, mean in self.meta("classes", [])}
-        faded = 2.0 ** (-max(0.0, now - self.meta("classes_at", now)) / decay.half_life)
-        shares = measure_shares(kept, faded, self.db.execute(
-            "WITH sources AS (SELECT key, total(score) / count(*) AS mean FROM base"
-            "                 GROUP BY key HAVING count(*) >= 2)"
-            "SELECT b.format, b.class, total(b.score), total(s.mean) "
-            "FROM base b JOIN sources s ON s.key = b.key GROUP BY b.format, b.class"),
-            decay(now))
-        self.remember("classes", [[*key, *totals] for key, totals in sorted(shares.items())])
-        self.remember("classes_at", now)
-        self.weights = class_weights(shares)
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS shares (format TEXT, class INTEGER, "
-                        "weight REAL, PRIMARY KEY (format, class)) WITHOUT ROWID")
-        self.db.execute("DELETE FROM shares")
-        self.db.executemany("INSERT INTO shares VALUES (?, ?, ?)",
-                            [(fmt, cls, w) for (fmt, cls), w in self.weights.items()])
-
-    def rescale(self, factor: float) -> None:
-        """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
-        self.db.execute("UPDATE variants SET score = score * ?1, prior = prior * ?1, "
-                        "density = density * ?1", (factor,))
-
-    def score_percentile(self, fraction: float) -> float | None:
-        count = self.db.execute(
-            "SELECT count(*) FROM variants WHERE score > 0 AND refs > 0").fetchone()[0]
-        if not count:
-            return None
-        row = self.db.execute(
-            "SELECT score FROM variants WHERE score > 0 AND refs > 0 ORDER BY score "
-            "LIMIT 1 OFFSET ?", (min(count - 1, int(count * fraction)),)).fetchone()
-        return float(row[0])
-
-    def set_pinned(self, paths: set[str]) -> bool:
-        """Pin these paths (a hot list), unpin the rest; True when anything changed."""
-        now = {r[0] for r in self.db.execute("SELECT path FROM variants WHERE pinned = 1")}
-        if now == paths:
-            return False
-        self.db.executemany("UPDATE variants SET pinned = 0 WHERE path = ?",
-                            [(p,) for p in now - paths])
-        self.db.executemany("UPDATE variants SET pinned = 1 WHERE path = ?",
-                            [(p,) for p in paths - now])
-        return True
-
-    def hit_share(self) -> tuple[float, float]:
-        """(decayed weight of the requests the RAM tier holds, of all requests to variants)."""
-        row = self.db.execute(
-            "SELECT total(score), total(CASE WHEN ram = 'placed' THEN score END) "
-            "FROM variants WHERE refs > 0").fetchone()
-        return float(row[1]), float(row[0])
-
     # --- what each tier should hold -------------------------------------------------------------
 
     def ranked(self, max_width: int) -> Iterator[Candidate]:
@@ -380,11 +194,6 @@ class Index:
             "AND (pinned = 1 OR width <= ?) ORDER BY pinned DESC, density DESC, path",
             (max_width,))
         return rows
-
-    def prior(self, now_weight: float) -> float:
-        """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the
-        variants with traffic, or the weight of one request now while there is none."""
-        return self.score_percentile(PRIOR_PERCENTILE) or now_weight
 
     def choose(self, budget: int, *, max_width: int, page: int) -> dict[str, int]:
         """What a tier of ``budget`` bytes should hold (path -> bytes): the pinned, then the
@@ -522,8 +331,8 @@ class Index:
         """path -> row of those of ``paths`` the index knows."""
         found: dict[str, Row] = {}
         batch = list(paths)
-        for start in range(0, len(batch), _IN_CHUNK):
-            part = batch[start:start + _IN_CHUNK]
+        for start in range(0, len(batch), IN_CHUNK):
+            part = batch[start:start + IN_CHUNK]
             for row in self.db.execute(
                     f"SELECT {_ROW} FROM variants "
                     f"WHERE path IN ({','.join('?' * len(part))})", part):
@@ -567,8 +376,8 @@ class Index:
         """path -> identity of those of ``paths`` warm recorded writing in ``tier``."""
         found: dict[str, Identity] = {}
         batch = list(paths)
-        for start in range(0, len(batch), _IN_CHUNK):
-            part = batch[start:start + _IN_CHUNK]
+        for start in range(0, len(batch), IN_CHUNK):
+            part = batch[start:start + IN_CHUNK]
             for path, dev, ino, mtime_ns, size in self.db.execute(
                     "SELECT path, dev, ino, mtime_ns, size FROM written WHERE tier = ? AND "
                     f"path IN ({','.join('?' * len(part))})", [_column(tier), *part]):
@@ -581,8 +390,8 @@ class Index:
         where = "" if placed_in is None else f" AND {_column(placed_in)} = 'placed'"
         found: dict[str, int] = {}
         batch = list(paths)
-        for start in range(0, len(batch), _IN_CHUNK):
-            part = batch[start:start + _IN_CHUNK]
+        for start in range(0, len(batch), IN_CHUNK):
+            part = batch[start:start + IN_CHUNK]
             marks = ",".join("?" * len(part))
             found.update(self.db.execute(
                 f"SELECT path, bytes FROM variants WHERE path IN ({marks}){where}", part))
@@ -595,8 +404,8 @@ def known_in(index: str | Path, paths: list[str]) -> set[str]:
     is not to be used."""
     found: set[str] = set()
     db = _reader(str(index))
-    for start in range(0, len(paths), _IN_CHUNK):
-        part = paths[start:start + _IN_CHUNK]
+    for start in range(0, len(paths), IN_CHUNK):
+        part = paths[start:start + IN_CHUNK]
         found.update(row[0] for row in db.execute(
             f"SELECT path FROM variants WHERE path IN ({','.join('?' * len(part))})", part))
     return found
@@ -612,24 +421,6 @@ def _reader(index: str) -> sqlite3.Connection:
         uri = Path(index).resolve().as_uri() + "?mode=ro"
         _readers[mine] = sqlite3.connect(uri, uri=True)
     return _readers[mine]
-
-
-def _density(score: str, prior: str, size: str) -> str:
-    """rank.density as an SQL expression (a Python function called for every row of a large
-    update costs more than the update)."""
-    return f"(({score}) + ({prior})) * 1.0 / ((max(({size}), 1) + {PAGE - 1}) / {PAGE} * {PAGE})"
-
-
-def _estimate(v: str) -> str:
-    """rank.estimate as an SQL expression of table ``v`` and :now, :half_life."""
-    age = f"max(:now - {v}.born, {AGE_FLOOR})"
-    return (f"(CASE WHEN {v}.born IS NULL OR {age} >= {YOUNG_FOR} * :half_life THEN {v}.score "
-            f"ELSE {v}.score / (1.0 - power(2.0, -{age} / :half_life)) END)")
-
-
-def _width_class(v: str) -> str:
-    """rank.width_class as an SQL expression of table ``v``."""
-    return f"CAST(round(2 * log2(max({v}.width, 1))) AS INTEGER)"
 
 
 def _column(tier: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from imgwarm.config import Settings
 from imgwarm.events.folder import Folders, inside
 from imgwarm.events.out import Outbox, deleted, failed, published
-from imgwarm.exceptions import ImgwarmError, SettingsError, UnknownSource
+from imgwarm.exceptions import FormatTooNew, ImgwarmError, SettingsError, UnknownSource
 from imgwarm.lifecycle.delete import Deletion, delete
 from imgwarm.manifest import Credits, SourceResult, Tombstone
 from imgwarm.pipeline.batch import Scanned, batch_workers, one_file
@@ -101,6 +101,8 @@ class Here:
             done = delete(key, self.stores)
         except UnknownSource:
             return None
+        except FormatTooNew:  # the store's, not the file's: the watch stops (watch.py)
+            raise
         except ImgwarmError as error:
             return SourceResult(path, error=f"{path}: not taken down: {error}")
         self.outbox.add(deleted(key, done.removed))

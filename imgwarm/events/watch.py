@@ -40,9 +40,10 @@ from watchdog.events import (
 from imgwarm.config import Settings
 from imgwarm.events.actions import Actions, Here, OnQueue, Outcome
 from imgwarm.events.folder import Folders, changed, gone, inside
-from imgwarm.exceptions import ImgwarmError, SettingsError
+from imgwarm.exceptions import FormatTooNew, ImgwarmError, SettingsError
 from imgwarm.manifest import Credits, SourceResult, Tombstone
 from imgwarm.store import Stores
+from imgwarm.store.format import ACT, WRITE
 
 Kind = Literal["closed", "gone", "writing"]
 SETTLE = 0.5  # seconds without an event for a path before it is acted on
@@ -70,6 +71,7 @@ class Watcher:
         self._busy: set[str] = set()
         self._stopping = False
         self._lost = ""  # why the run ended by itself (a watched folder removed)
+        self._refused: FormatTooNew | None = None  # the store became too new for this code
 
     def note(self, path: str, kind: Kind, *, now: bool = False, at: float | None = None
              ) -> None:
@@ -126,7 +128,10 @@ class Watcher:
 
     def run(self, *, once: bool = False, ready: Callable[[], object] | None = None) -> None:
         """Watch until ``stop`` (``once``: no watch; the catch-up alone, then return);
-        ``ready`` is called once the watch is on (before the catch-up)."""
+        ``ready`` is called once the watch is on (before the catch-up). FormatTooNew, before
+        anything or once the store's record says so (the files not made wait for the
+        catch-up of a newer version)."""
+        self.stores.check(ACT if isinstance(self.actions, OnQueue) else WRITE)
         observer = None if once else self._observe()
         since = time.time()  # (after the watch is on: what changes now has its event)
         if ready is not None:
@@ -147,6 +152,8 @@ class Watcher:
             if observer is not None:
                 observer.stop()
                 observer.join()
+        if self._refused is not None:
+            raise self._refused
         if self._lost:
             raise ImgwarmError(self._lost)
 
@@ -179,6 +186,10 @@ class Watcher:
         try:
             try:
                 outcome = self._make(path) if kind == "closed" else self._take_down(path)
+            except FormatTooNew as error:  # no file's failure: the run ends, in one line
+                self._refused = self._refused or error
+                self.stop()
+                return
             except Exception as error:  # a bug must cost one file, not the watcher
                 outcome = SourceResult(path, error=f"{path}: internal error: {error!r}")
             if outcome is not None:

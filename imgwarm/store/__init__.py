@@ -12,6 +12,8 @@ the manifest store. Moves and keeps files; never decodes an image (no pyvips her
     reclaim.py    a variant removed unless a source names it, race-free
     listing.py    sharded trees listed side by side (an S3 bucket's pages at once)
     origin.py     the origin: originals by key, variants, manifests (local or S3)
+    format.py     the store's format record (imgwarm-format.json) and the gate before each
+                  read and write
 """
 
 from __future__ import annotations

@@ -84,6 +84,13 @@ class S3Store:
         self.bucket = bucket
         self.prefix = prefix
         self.cache_control = cache_control
+        # the store's format gate (store/format.py), asked before each read and write;
+        # None for the gate's own store
+        self.guard: Callable[[str], None] | None = None
+
+    def _guard(self, mode: str) -> None:
+        if self.guard is not None:
+            self.guard(mode)
 
     def object_key(self, key: Key) -> str:
         return f"{self.prefix}{safe_relative(key)}"
@@ -122,6 +129,8 @@ class S3Store:
         return StorageError(f"cannot {action} {where}: {error}")
 
     def exists(self, key: Key) -> bool:
+        self._guard("read")
+
         def head() -> bool:
             self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
             return True
@@ -129,6 +138,8 @@ class S3Store:
         return self._call("look up", key, head, missing_ok=True) is not None
 
     def size(self, key: Key) -> int | None:
+        self._guard("read")
+
         def head() -> int:
             found = self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
             return int(found["ContentLength"])
@@ -136,6 +147,8 @@ class S3Store:
         return self._call("look up", key, head, missing_ok=True)
 
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
+        self._guard("read")
+
         def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
             size = int(response["ContentLength"])
@@ -151,24 +164,36 @@ class S3Store:
         An existing object is kept unless ``replace``: looked up first (no upload for what
         is there), then created by a conditional PUT (a rival's object that lands between
         the two is kept, and False returned)."""
+        self._guard("write")
         if not replace and self.exists(key):
             return False
         object_key = self.object_key(key)
         content_type = MEDIA_TYPES.get(PurePosixPath(object_key).suffix.lower(),
                                        "application/octet-stream")
+        return self._put(key, data, content_type, self.cache_control, only_new=not replace)
+
+    def create(self, key: Key, data: bytes) -> bool:
+        """Put the object only where none is (If-None-Match: *); True when this call wrote
+        it. A server that does not honour the condition is asked first (a HEAD): two writers
+        racing there may both write, the later one's object standing."""
+        self._guard("write")
+        if self.exists(key):
+            return False
+        return self._put(key, data, "application/json", NO_CACHE, only_new=True)
+
+    def _put(self, key: Key, data: bytes, content_type: str, cache_control: str, *,
+             only_new: bool) -> bool:
+        """One PUT; with ``only_new``, conditional on no object being there (a 412 is False)."""
+        object_key = self.object_key(key)
+        condition = {"IfNoneMatch": "*"} if only_new else {}
 
         def put() -> bool:
             try:
-                if replace:
-                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
-                                           ContentType=content_type,
-                                           CacheControl=self.cache_control)
-                else:
-                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
-                                           ContentType=content_type,
-                                           CacheControl=self.cache_control, IfNoneMatch="*")
+                self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                       ContentType=content_type, CacheControl=cache_control,
+                                       **condition)
             except ClientError as error:
-                if not replace and _code(error) in _EXISTS_CODES:
+                if only_new and (_status(error) == 412 or _code(error) in _EXISTS_CODES):
                     return False
                 raise
             return True
@@ -176,6 +201,7 @@ class S3Store:
         return bool(self._call("write", key, put))
 
     def delete(self, key: Key) -> None:
+        self._guard("write")
         self._call("delete", key, lambda: self.client.delete_object(
             Bucket=self.bucket, Key=self.object_key(key)))
 
@@ -183,6 +209,7 @@ class S3Store:
         return (key for key, _ in self.stamped(under))
 
     def stamped(self, under: str = "") -> Iterator[tuple[PurePosixPath, float]]:
+        self._guard("read")
         prefix = self.object_key(under) + "/" if under else self.prefix
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=prefix)

@@ -16,6 +16,8 @@
 - servers.py, queues.py, nginx.py: redis-server, moto's S3, SeaweedFS, workers; a queue as
   users drive it; a real nginx running the emitted config
 - s3.py: the S3 servers as a test parameter ("moto", "seaweedfs") and each one's fixture
+- versions.py: formats and versions: a store marked with a format record, snapshots of
+  folders and buckets (a refused command changed nothing), indexes as older versions made them
 - faults.py, invariants.py: fault injection (every store, journal and tier call counted, the
   Nth failing) and the lifecycle invariants checked on the real files
 """

@@ -17,6 +17,7 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.formats import MEDIA_TYPES as CONTENT_TYPES
 from imgwarm.manifest import Manifest
 from imgwarm.store import Stores
+from imgwarm.store.format import FORMAT_RECORD
 from imgwarm.store.origin import S3_MANIFEST_FOLDER
 from imgwarm.store.s3 import IMMUTABLE
 from imgwarm.workers.client import job_status, latest_job_id
@@ -120,10 +121,13 @@ def check_s3_outputs(s3: S3Server, bucket: str, manifests: list[Manifest],
                      originals: str) -> None:
     """Every object besides the originals (under ``originals``) and the manifests is a
     variant referenced by a manifest, whole (its bytes hash to its name, it decodes to its
-    recorded size), with its Content-Type and Cache-Control; no unfinished multipart upload."""
+    recorded size), with its Content-Type and Cache-Control; no unfinished multipart upload;
+    and the store's format record, left by the first write."""
     referenced = {v.path: v for m in manifests for v in m.variants}
-    stored = [k for k in s3.keys(bucket)
-              if not k.startswith((S3_MANIFEST_FOLDER, originals))]
+    keys = s3.keys(bucket)
+    assert FORMAT_RECORD in keys
+    stored = [k for k in keys
+              if not k.startswith((S3_MANIFEST_FOLDER, originals)) and k != FORMAT_RECORD]
     assert sorted(stored) == sorted(referenced)
     assert s3.multipart_uploads(bucket) == []
     for path, variant in referenced.items():
