@@ -65,6 +65,18 @@ def old() -> Released:
     return released()
 
 
+def test_the_old_environment_imports_the_old_release(old: Released) -> None:
+    """The old venv imports its own imgwarm, not this checkout's (whose editable finder sits
+    in the test venv's site-packages, which the old venv reads its dependencies from)."""
+    where, version = old.identity()
+    assert old.venv in where.parents and version == old.version == "0.2.0", (where, version)
+    import imgwarm
+
+    assert Path(imgwarm.__file__).parent != where.parent
+    done = old.run("--help")
+    assert done.returncode == 0 and "Usage: imgwarm" in done.stdout, done.stderr
+
+
 @dataclass
 class Sides:
     """The two versions on one origin: how to run each, and each one's cache box."""
@@ -384,7 +396,8 @@ def test_old_store_and_index_upgraded_in_place(origin: str, old: Released,
     # touch what is not its own
     before = snapshot(real_stores(site.settings), tiers, planted)
     seen = {}
-    for args in (("gc", "--full", "--grace", "0"), ("fsck",), ("warm", "--full"),
+    for args in (("gc", "--full", "--grace", "0"), ("fsck",), ("fsck", "--repair"),
+                 ("warm", "--full"),
                  ("picture", "--json", third)):
         done = old.run(*args, env=sides.env("new"), cwd=logs)
         seen[" ".join(args)] = (done.returncode, done.stdout[-300:], done.stderr[-300:])
