@@ -147,8 +147,8 @@ def released(commit: str = COMMIT, version: str = VERSION) -> Released:
     if shutil.which("git") is None:
         missing("git (Debian package git), to archive the previous release")
     if _git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
-        missing(f"commit {commit} (the previous release) in {REPO}'s history: a shallow "
-                "clone? `git fetch --unshallow` brings it")
+        missing(f"commit {commit} (the previous release) in {REPO}'s history (a shallow "
+                "clone? `git fetch --unshallow` brings it)")
     python = f"py{sys.version_info.major}.{sys.version_info.minor}"
     root = cache_root() / f"released-{commit}-{python}"
     root.parent.mkdir(parents=True, exist_ok=True)
