@@ -33,6 +33,7 @@ import pytest
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from imgwarm.store import local_key
+from tests.support.images import jpeg_with_exif, photo
 from tests.support.invariants import (
     check,
     real_stores,
@@ -44,7 +45,7 @@ from tests.support.invariants import (
 )
 from tests.support.released import Released, released
 from tests.support.scenes import cli_env, photo_file
-from tests.support.servers import AWS, IMGWARM
+from tests.support.servers import AWS, IMGWARM, RedisServer, S3Server
 from tests.support.sites import Site, make_site
 
 pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
@@ -429,3 +430,42 @@ def test_old_store_and_index_upgraded_in_place(origin: str, old: Released,
     sides.run("old", "optimize", fourth)
     assert fourth in variants_of(site.settings)
     assert check(real_stores(site.settings), before) == []
+
+
+@pytest.mark.integration
+def test_workers_and_clients_of_both_versions_on_one_queue(
+        old: Released, redis_server: RedisServer, s3_server: S3Server, tmp_path: Path) -> None:
+    """During a rollout the queue holds jobs from clients of both versions, and workers of
+    both take them: an old worker runs the jobs this version queues, and this version's
+    worker those an old client queues; then both at once. Every job ends made, its manifest
+    names files that are there (I1)."""
+    from tests.support.queues import FAST, Queue
+    from tests.support.servers import Worker
+
+    queue = Queue(tmp_path, redis_server, s3_server, **FAST, widths="320,640")
+    keys = {phase: [f"up/{phase}/p{i}.jpg" for i in range(2)] for phase in ("a", "b", "c")}
+    for phase, names in keys.items():
+        for i, key in enumerate(names):
+            queue.put(key, jpeg_with_exif(photo(900, 600, seed=10 * ord(phase) + i), quality=85))
+    try:
+        older = Worker(old.env(queue.env), tmp_path / "old-worker.log", program=old.command())
+        code, results = queue.cli_json("enqueue", "--wait", *keys["a"])  # this version's client
+        assert code == 0 and all(r["ok"] for r in results.values()), results
+        assert all(older.text().count(f"[{queue.job(k)}] succeeded") == 1 for k in keys["a"]), \
+            older.text()[-2000:]
+        older.stop()
+        newer = queue.worker()
+        done = old.run("enqueue", "--wait", "--json", *keys["b"], env=queue.env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert all(newer.text().count(f"[{queue.job(k)}] succeeded") == 1 for k in keys["b"]), \
+            newer.text()[-2000:]
+        older = Worker(old.env(queue.env), tmp_path / "old-worker.log", program=old.command())
+        code, results = queue.cli_json("enqueue", "--wait", *keys["c"])
+        assert code == 0 and all(r["ok"] for r in results.values()), results
+        older.stop()
+    finally:
+        queue.stop()
+    stores = real_stores(queue.settings())
+    made = records(stores)
+    assert all(isinstance(made.get(k), Manifest) for names in keys.values() for k in names), made
+    assert check(stores) == []
