@@ -27,6 +27,7 @@ from imgwarm.exceptions import (
     ConfigValueError,
     CorruptImage,
     DecoderCrashed,
+    FormatTooNew,
     ImgwarmError,
     JobFailed,
     JobTimedOut,
@@ -62,7 +63,8 @@ if TYPE_CHECKING:
     from imgwarm.workers.client import DeleteJob, Job
 
 __all__ = [
-    "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "ImgwarmError",
+    "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "FormatTooNew",
+    "ImgwarmError",
     "JobFailed", "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "MalformedEvent",
     "Manifest", "NginxError", "NoWorker", "NotAnOriginal", "ObjectTooLarge", "PagesError",
     "PictureError", "RefusedBefore", "Settings", "SettingsError", "SourceError", "StorageError",

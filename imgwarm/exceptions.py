@@ -11,6 +11,8 @@ ImgwarmError                      exit 1  the base: anything not said below
 │   ├── ConfigValueError          exit 2  a value that cannot go into an nginx config safely
 │   └── LogFormatError            exit 2  a log_format that cannot tell warm what it needs
 ├── LayoutError                   exit 2  a key or path would escape a root, or is unsafe
+├── FormatTooNew                  exit 2  the store or index is in a format newer than this
+│                                         code knows: nothing was written or removed
 ├── SourceError                   exit 1  this source cannot be turned into variants (the
 │   │                                     batch goes on); str() is "<source>: <what is wrong>"
 │   ├── UnreadableSource                  cannot be read at all (missing, permission, a folder)
@@ -76,6 +78,16 @@ class LogFormatError(SettingsError, ValueError):
 
 class LayoutError(ImgwarmError):
     """A path would leave its root, a key is unsafe, or a folder would exceed its limit."""
+
+    exit_code = EXIT_USAGE
+
+
+class FormatTooNew(ImgwarmError):
+    """A store (its ``imgwarm-format.json``) or a cache box's index (its ``PRAGMA
+    user_version``) is in a format newer than this code knows, for what the command does: it
+    stops before writing or removing anything. The line names both versions. Never transient
+    for a command; the worker leaves such a job queued for a newer worker
+    (docs/architecture.md, "Formats and versions")."""
 
     exit_code = EXIT_USAGE
 

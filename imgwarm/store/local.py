@@ -14,7 +14,7 @@ import stat
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -126,6 +126,13 @@ class LocalStore:
         self._proc = Path("/proc/self/fd").is_dir()
         self._tmpfile = hasattr(os, "O_TMPFILE") and self._proc
         self._real_root: str | None = None
+        # the store's format gate (store/format.py), asked before each read and write;
+        # None for the gate's own store and for stores that are no origin (tiers)
+        self.guard: Callable[[str], None] | None = None
+
+    def _guard(self, mode: str) -> None:
+        if self.guard is not None:
+            self.guard(mode)
 
     def path(self, key: Key) -> Path:
         """The file of a key under the root (checked as a key; the folders on the way are
@@ -177,6 +184,7 @@ class LocalStore:
         return fd, made
 
     def exists(self, key: Key) -> bool:
+        self._guard("read")
         return self.path(key).is_file()
 
     def size(self, key: Key) -> int | None:
@@ -189,6 +197,7 @@ class LocalStore:
         return info.st_mtime if info is not None else None
 
     def _stat(self, key: Key) -> os.stat_result | None:
+        self._guard("read")
         try:
             return os.stat(self.path(key), follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
@@ -199,6 +208,7 @@ class LocalStore:
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file; None when there is none. LayoutError when the file, or
         a folder on its way, resolves outside the root."""
+        self._guard("read")
         path = self.path(key)
         flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC  # a FIFO must not block the open
         try:
@@ -232,6 +242,7 @@ class LocalStore:
     def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Write atomically; True when a file was written. An existing file is kept unless
         ``replace`` (content-addressed files never need replacing)."""
+        self._guard("write")
         target = self.path(key)
         for attempt in range(2):
             try:
@@ -332,7 +343,13 @@ class LocalStore:
             raise
         return True
 
+    def create(self, key: Key, data: bytes) -> bool:
+        """Write ``data`` only where no file is (a hard link that fails on one: atomic
+        against any number of writers); True when this call wrote it."""
+        return self.write(key, data)
+
     def delete(self, key: Key) -> None:
+        self._guard("write")
         path = self.path(key)
         try:
             folder = self._folder(path.parent)
@@ -350,6 +367,7 @@ class LocalStore:
         """Remove ``folder`` if it is empty (a marker's, once its last marker went): left, each
         would count as an entry of its parent. A writer that had just opened it makes it
         again (``write`` tries twice)."""
+        self._guard("write")
         path = self.path(folder)
         try:
             parent = self._folder(path.parent)
@@ -366,6 +384,7 @@ class LocalStore:
     def files(self, under: str = "") -> Iterator[PurePosixPath]:
         """Every file under ``under`` (temp files aside), in sorted order. The top folders are
         walked WALK_THREADS at a time: on a cold disk each folder read is a wait."""
+        self._guard("read")
         top = self.path(under) if under else self.root
         if under and os.path.islink(top):
             return  # a link to a folder is not followed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from imgwarm.config import StoreSettings
@@ -17,6 +17,7 @@ from imgwarm.exceptions import LayoutError, ObjectTooLarge, UnreadableSource, to
 from imgwarm.roots import check_root
 from imgwarm.store.base import Store
 from imgwarm.store.changes import LocalChangeLog
+from imgwarm.store.format import FORMAT_RECORD, WRITE, FormatGate, FormatRecord
 from imgwarm.store.layout import Layout, safe_relative
 from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore
@@ -30,11 +31,19 @@ _VARIANT_SHAPE = re.compile(r"(?:[0-9a-f]{1,4}/)+[^/]*[0-9a-f]{16,}\.[^/]*")
 
 @dataclass(frozen=True)
 class Stores:
-    """Where originals are read and variants and manifests go."""
+    """Where originals are read and variants and manifests go, and the store's format gate
+    (store/format.py: every read and write of both stores asks it first; a command asks it
+    once up front with what it does, ``check``)."""
 
     origin: Store
     manifests: ManifestStore
     layout: Layout
+    gate: FormatGate | None = field(default=None, compare=False)
+
+    def check(self, mode: str = WRITE) -> FormatRecord | None:
+        """FormatTooNew, before anything is done, when the store is newer than this code may
+        ``mode`` (store.format READ, ACT, WRITE); WRITE writes the record a store lacks."""
+        return None if self.gate is None else self.gate.check(mode)
 
     @classmethod
     def local(cls, settings: StoreSettings) -> Stores:
@@ -50,7 +59,10 @@ class Stores:
             settings.manifest_root, max_entries=settings.max_dir_entries, fsync=settings.fsync
         )
         journal = LocalChangeLog(settings.manifest_root)
-        return cls(origin, ManifestStore(manifests, layout, journal), layout)
+        gate = FormatGate(LocalStore(settings.origin_root, fsync=settings.fsync),
+                          f"origin {settings.origin_root}")
+        origin.guard = manifests.guard = gate
+        return cls(origin, ManifestStore(manifests, layout, journal), layout, gate)
 
     @classmethod
     def s3(cls, settings: StoreSettings) -> Stores:
@@ -63,7 +75,11 @@ class Stores:
         origin = S3Store(client, settings.s3_bucket, settings.s3_prefix)
         manifests = S3Store(client, settings.s3_bucket,
                             settings.s3_prefix + S3_MANIFEST_FOLDER, cache_control=NO_CACHE)
-        return cls(origin, ManifestStore(manifests, layout, S3ChangeLog(manifests)), layout)
+        gate = FormatGate(S3Store(client, settings.s3_bucket, settings.s3_prefix),
+                          f"origin s3://{settings.s3_bucket}/{settings.s3_prefix}")
+        origin.guard = manifests.guard = gate
+        return cls(origin, ManifestStore(manifests, layout, S3ChangeLog(manifests)), layout,
+                   gate)
 
     @classmethod
     def for_settings(cls, settings: StoreSettings) -> Stores:
@@ -82,7 +98,10 @@ def local_key(path: Path) -> str:
 
 def check_source_key(key: str) -> None:
     """Refuse a key that is unsafe (LayoutError: ``..``, absolute, control characters), names
-    imgwarm's own hidden files (temp files, ``.imgwarm/manifests``) or looks like a variant."""
+    imgwarm's own hidden files (temp files, ``.imgwarm/manifests``), the format record, or
+    looks like a variant."""
+    if key == FORMAT_RECORD:
+        raise LayoutError(f"refusing key {key!r}: it is the store's format record")
     if any(part.startswith(".") for part in safe_relative(key).parts):
         raise LayoutError(f"refusing key {key!r}: hidden names ('.' first) are imgwarm's own")
     if _VARIANT_SHAPE.fullmatch(key):

@@ -80,6 +80,13 @@ class S3Store:
         self.bucket = bucket
         self.prefix = prefix
         self.cache_control = cache_control
+        # the store's format gate (store/format.py), asked before each read and write;
+        # None for the gate's own store
+        self.guard: Callable[[str], None] | None = None
+
+    def _guard(self, mode: str) -> None:
+        if self.guard is not None:
+            self.guard(mode)
 
     def object_key(self, key: Key) -> str:
         return f"{self.prefix}{safe_relative(key)}"
@@ -118,6 +125,8 @@ class S3Store:
         return StorageError(f"cannot {action} {where}: {error}")
 
     def exists(self, key: Key) -> bool:
+        self._guard("read")
+
         def head() -> bool:
             self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
             return True
@@ -125,6 +134,8 @@ class S3Store:
         return self._call("look up", key, head, missing_ok=True) is not None
 
     def size(self, key: Key) -> int | None:
+        self._guard("read")
+
         def head() -> int:
             found = self.client.head_object(Bucket=self.bucket, Key=self.object_key(key))
             return int(found["ContentLength"])
@@ -132,6 +143,8 @@ class S3Store:
         return self._call("look up", key, head, missing_ok=True)
 
     def read(self, key: Key, *, limit: int | None = None) -> bytes | None:
+        self._guard("read")
+
         def get() -> bytes:
             response = self.client.get_object(Bucket=self.bucket, Key=self.object_key(key))
             size = int(response["ContentLength"])
@@ -145,6 +158,7 @@ class S3Store:
     def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Put the object with its Content-Type and Cache-Control; True when it was written.
         An existing object is kept unless ``replace``."""
+        self._guard("write")
         if not replace and self.exists(key):
             return False
         object_key = self.object_key(key)
@@ -156,7 +170,31 @@ class S3Store:
         ))
         return True
 
+    def create(self, key: Key, data: bytes) -> bool:
+        """Put the object only where none is (If-None-Match: *); True when this call wrote
+        it. A server that does not honour the condition is asked first (a HEAD): two writers
+        racing there may both write, the later one's object standing."""
+        self._guard("write")
+        object_key = self.object_key(key)
+
+        def put() -> bool:
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                       ContentType="application/json", CacheControl=NO_CACHE,
+                                       IfNoneMatch="*")
+            except ClientError as error:
+                if _status(error) == 412 or _code(error) in ("PreconditionFailed",
+                                                             "ConditionalRequestConflict"):
+                    return False
+                raise
+            return True
+
+        if self.exists(key):
+            return False
+        return bool(self._call("write", key, put))
+
     def delete(self, key: Key) -> None:
+        self._guard("write")
         self._call("delete", key, lambda: self.client.delete_object(
             Bucket=self.bucket, Key=self.object_key(key)))
 
@@ -164,6 +202,7 @@ class S3Store:
         return (key for key, _ in self.stamped(under))
 
     def stamped(self, under: str = "") -> Iterator[tuple[PurePosixPath, float]]:
+        self._guard("read")
         prefix = self.object_key(under) + "/" if under else self.prefix
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=prefix)

@@ -11,6 +11,7 @@ from pathlib import Path
 import piexif
 import pytest
 
+from imgwarm.store.format import FORMAT_RECORD
 from tests.support.cli import Cli
 from tests.support.files import all_files
 from tests.support.images import Credits, bomb_jpeg, jpeg_with_exif, photo
@@ -280,6 +281,7 @@ def test_an_output_error_names_the_source(run_cli: Cli, tmp_path: Path) -> None:
     source.write_bytes(bytes(photo(300, 200).jpegsave_buffer()))
     origin = tmp_path / "origin"  # every top shard folder's name taken by a file
     origin.mkdir()
+    (origin / FORMAT_RECORD).write_text('{"format": 1}')  # a store in use: its record there
     for top in range(256):
         (origin / f"{top:02x}").touch()
     result = run_cli("optimize", "--origin-root", origin, source)

@@ -21,7 +21,7 @@ PACKAGE = Path(imgwarm.__file__).parent
 CLASSES = sorted((c for c in vars(exceptions).values()
                   if inspect.isclass(c) and issubclass(c, ImgwarmError)), key=lambda c: c.__name__)
 TRANSIENT = {"TransientStorageError", "BrokerError", "WarmBusy"}
-USAGE = {"SettingsError", "ConfigValueError", "LogFormatError", "LayoutError"}
+USAGE = {"SettingsError", "ConfigValueError", "LogFormatError", "LayoutError", "FormatTooNew"}
 
 
 def made(cls: type[ImgwarmError]) -> ImgwarmError:
