@@ -17,6 +17,7 @@ The refusals of a store or index newer than the code are tests/store/test_format
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -32,6 +33,7 @@ import pytest
 
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
+from imgwarm.pipeline.naming import file_name
 from imgwarm.store import local_key
 from tests.support.images import jpeg_with_exif, photo
 from tests.support.invariants import (
@@ -49,15 +51,18 @@ from tests.support.servers import AWS, IMGWARM, RedisServer, S3Server
 from tests.support.sites import Site, make_site
 
 pytestmark = [pytest.mark.usefixtures("ram"), pytest.mark.slow]
-ROUNDS = int(os.environ.get("IMGWARM_UPGRADE_ROUNDS", "3"))  # more: a longer soak
+ROUNDS = int(os.environ.get("IMGWARM_UPGRADE_ROUNDS", "4"))  # more: a longer soak
 YIELD = "0.05"  # IMGWARM_RACE_YIELD: both versions sleep a random moment at race points
 STAGGER = 1.5  # seconds: each process of a round starts within this long of the first
 SEED = 40
 WIDTHS = ("320,640,1280", "480,960", "320,640")
+# a source made again before a round with one of these (not its widths): it drops variants
+DROPS = ("480,960", "320,640", "320,960")
 BUSY = "another `imgwarm warm`"  # gc's part in the tiers, or warm, found the other holding them
 # (old gc's grace, new gc's grace) a round: none, short (a drop in this round may go) or the
-# default week; each version runs each
-GRACES = (("0", None), ("2s", "0"), (None, "2s"))
+# default week (the one round where nothing unnamed may go but a tombstone's); each version
+# runs each
+GRACES = (("0", None), (None, None), ("2s", "0"), (None, "2s"))
 FORMAT_RECORD = "imgwarm-format.json"  # the store's format record at the origin's root
 
 
@@ -131,10 +136,15 @@ def box(settings: Settings, folder: Path, ram: Path, name: str) -> Settings:
 
 
 def plant(settings: Settings) -> list[Path]:
-    """Files warm never placed, in both tiers of a box: a dot file and another program's."""
+    """Files warm never placed, in both tiers of a box: a dot file, another program's, and
+    one of a variant's shape (another state folder's copy): I3 holds each to its bytes."""
     planted = []
     for root in (settings.cache.ram_root, settings.cache.nvme_root):
-        for relative, body in ((".keep", b"x"), ("notes.txt", b"ours, not imgwarm's")):
+        data = os.urandom(2000)
+        shaped = real_stores(settings).place(
+            file_name("other", hashlib.sha256(data).hexdigest(), "webp", 16))
+        for relative, body in ((".keep", b"x"), ("notes.txt", b"ours, not imgwarm's"),
+                               (str(shaped), data)):
             path = root / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body)
@@ -207,6 +217,12 @@ def short(site: Site, key: str) -> str:
     return key[len(root):] if key.startswith(root) else key
 
 
+def widths_of(site: Site, key: str) -> str:
+    record = records(real_stores(site.settings))[key]
+    assert isinstance(record, Manifest)
+    return ",".join(map(str, sorted({v.width for v in record.variants})))
+
+
 def live(settings: Settings) -> list[str]:
     return sorted(k for k, r in records(real_stores(settings)).items() if isinstance(r, Manifest))
 
@@ -240,10 +256,21 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
     for rnd_no in range(ROUNDS):
         maker, deleter = ("old", "new") if rnd_no % 2 == 0 else ("new", "old")
         solo = a_photo(site, f"solo/s{rnd_no}.jpg", seed=100 + rnd_no)
-        sides.run(maker, "optimize", solo)  # its variants are its own: the delete removes them
-        sides.written[maker] += 1
         sources = live(site.settings)
-        remake = rnd.choice([k for k in sources if k != solo])
+        # Just before the round, by the round's maker: a source of its own (the delete's: it
+        # alone names its variants), a source made again with other widths (its dropped
+        # variants: each gc takes them with no grace, leaves them with one), and another
+        # made so and back again (dropped and named again: every gc must keep them)
+        dropper, back = rnd.sample(sources, 2)
+        before_drop, had = widths_of(site, dropper), widths_of(site, back)
+        drop = next(w for w in DROPS if w not in (before_drop, had))
+        sides.run(maker, "optimize", solo, dropper, back, IMGWARM_WIDTHS=drop)
+        sides.run(maker, "optimize", back, IMGWARM_WIDTHS=had)
+        sides.written[maker] += 1
+        # made again in the round: mostly the one that dropped, with its widths of before (it
+        # names the dropped variants again while each gc looks at them), else another
+        remake, widths = (dropper, before_drop) if rnd.random() < 0.5 else \
+            (rnd.choice([k for k in sources if k != solo]), rnd.choice(WIDTHS))
         original = solo if rnd.random() < 0.75 else rnd.choice(sources)
         data = original_bytes(site, original)
         uploads = {version: upload(site, f"up/r{rnd_no}/{version}/{PurePosixPath(original).name}",
@@ -252,7 +279,7 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
         graces = GRACES[rnd_no % len(GRACES)]
         commands: dict[str, tuple[str, list[str], dict[str, str]]] = {
             "optimize-remake": (rnd.choice(["old", "new"]), ["optimize", remake],
-                                {"IMGWARM_WIDTHS": rnd.choice(WIDTHS)}),
+                                {"IMGWARM_WIDTHS": widths}),
             "optimize-upload-old": ("old", ["optimize", uploads["old"]], {}),
             "optimize-upload-new": ("new", ["optimize", uploads["new"]], {}),
             "delete": (deleter, ["delete", "--json", solo], {}),
