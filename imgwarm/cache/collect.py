@@ -25,8 +25,8 @@ def collect_tiers(settings: Settings, *, grace: float, now: float,
     if not (state / INDEX).exists():
         return None
     with lock(state):
+        index = Index(state / INDEX)  # (first: one too new touches no tier)
         tiers = open_tiers(settings)
-        index = Index(state / INDEX)
         try:
             rows = index.unreferenced_before(now - grace, now)
             found: dict[str, Any] = {}

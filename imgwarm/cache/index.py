@@ -9,7 +9,8 @@ finishes (``recover``): the index and the tiers never disagree for longer than o
 Partial indexes give each run only the rows it acts on: variants wanted but not on NVMe,
 variants no source references any more, what RAM holds.
 
-Every SQL statement on the index is in this module; rows come out as named tuples (``Row``,
+Every SQL statement on the index is in this module but its schema and migrations
+(schema.py: the version in ``PRAGMA user_version``); rows come out as named tuples (``Row``,
 ``Pending``, ``Totals``, ``Identity``), each tier's state under the tier's name.
 """
 
@@ -38,52 +39,11 @@ from imgwarm.cache.rank import (
     measure_shares,
     pages,
 )
+from imgwarm.cache.schema import migrate
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
 _IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS variants (
-    path TEXT PRIMARY KEY, format TEXT NOT NULL, width INTEGER NOT NULL,
-    bytes INTEGER NOT NULL, refs INTEGER NOT NULL DEFAULT 0,
-    score REAL NOT NULL DEFAULT 0, prior REAL NOT NULL DEFAULT 0,
-    density REAL NOT NULL DEFAULT 0, pinned INTEGER NOT NULL DEFAULT 0,
-    ram TEXT, nvme TEXT, dropped REAL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS refs (key TEXT NOT NULL, path TEXT NOT NULL,
-                                 PRIMARY KEY (key, path)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS refs_by_path ON refs (path);
-DROP INDEX IF EXISTS by_rank;
-CREATE INDEX IF NOT EXISTS ranking ON variants (pinned DESC, density DESC, path, bytes, width,
-    refs, ram, nvme) WHERE refs > 0;
-CREATE INDEX IF NOT EXISTS by_score ON variants (score) WHERE score > 0 AND refs > 0;
-CREATE INDEX IF NOT EXISTS need_nvme ON variants (path) WHERE refs > 0 AND nvme IS NULL;
-DROP INDEX IF EXISTS in_ram;
-DROP INDEX IF EXISTS on_nvme;
-DROP INDEX IF EXISTS held_ram;
-DROP INDEX IF EXISTS held_nvme;
-CREATE INDEX IF NOT EXISTS kept_ram ON variants (pinned DESC, density DESC, path, bytes, ram)
-    WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_nvme ON variants (pinned DESC, density DESC, path, bytes, nvme)
-    WHERE nvme IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_gone_ram ON variants (path, bytes, refs, ram)
-    WHERE ram IS NOT NULL AND refs = 0;
-CREATE INDEX IF NOT EXISTS kept_gone_nvme ON variants (path, bytes, refs, nvme)
-    WHERE nvme IS NOT NULL AND refs = 0;
-CREATE INDEX IF NOT EXISTS kept_wide_ram ON variants (width, pinned, path, bytes, ram)
-    WHERE ram IS NOT NULL;
-CREATE INDEX IF NOT EXISTS kept_wide_nvme ON variants (width, pinned, path, bytes, nvme)
-    WHERE nvme IS NOT NULL;
-CREATE INDEX IF NOT EXISTS unsettled_nvme ON variants (path)
-    WHERE nvme IN ('placing', 'evicting');
-CREATE INDEX IF NOT EXISTS gone ON variants (path) WHERE refs = 0;
-CREATE INDEX IF NOT EXISTS pinned ON variants (path) WHERE pinned = 1;
-CREATE TABLE IF NOT EXISTS written (tier TEXT NOT NULL, path TEXT NOT NULL,
-                                    dev INTEGER NOT NULL, ino INTEGER NOT NULL,
-                                    mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL,
-                                    PRIMARY KEY (tier, path)) WITHOUT ROWID;
-"""
 
 
 class Row(NamedTuple):
@@ -147,15 +107,11 @@ class Index:
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("PRAGMA cache_size = -65536")  # 64 MiB: large updates stay in memory
-        self.db.executescript(_SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(variants)")}
-        if "dropped" not in columns:  # an index made before gc
-            self.db.execute("ALTER TABLE variants ADD COLUMN dropped REAL")
-        if "born" not in columns:  # an index made before the age-corrected estimate: its
-            # variants count as old (NULL)
-            self.db.execute("ALTER TABLE variants ADD COLUMN born REAL")
-        self.db.execute("CREATE INDEX IF NOT EXISTS young ON variants (born) "
-                        "WHERE refs > 0 AND born IS NOT NULL")
+        try:
+            self.migrated_from = migrate(self.db, path)  # (schema.py: FormatTooNew if newer)
+        except BaseException:
+            self.db.close()
+            raise
         try:
             self.db.execute("SELECT power(2, 1), log2(2)")
         except sqlite3.OperationalError:  # an SQLite built without its math functions

@@ -42,6 +42,7 @@ from imgwarm.cache.tiers import open_tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import LogFormatError, SettingsError
 from imgwarm.store import Stores
+from imgwarm.store.format import ACT, READ
 
 __all__ = ["WarmReport", "warm"]
 
@@ -66,20 +67,24 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
          dry_run: bool = False, now: float | None = None,
          progress: Progress | None = None) -> WarmReport:
     """One run (see the module's docstring). Raises WarmBusy when another run holds the
-    tiers, SettingsError for a RAM tier not on tmpfs or a log format it cannot read."""
+    tiers, SettingsError for a RAM tier not on tmpfs or a log format it cannot read,
+    FormatTooNew for a store or index newer than this code (before any tier is touched:
+    warm removes from its tiers what the store says, so it must know the store's format)."""
     started = time.monotonic()
     cache = settings.cache
     try:
         parser = LogFormat(log_format or cache.log_format)
     except LogFormatError as error:
         raise SettingsError(f"log_format (--log-format): {error}") from None
+    stores = Stores.for_settings(settings.store)
+    stores.check(READ if dry_run else ACT)
     with lock(cache.cache_state) as held:
+        index = Index(cache.cache_state / INDEX)  # (first: one too new touches no tier)
         tiers = open_tiers(settings)
-        index = Index(cache.cache_state / INDEX)
         report = WarmReport(dry_run=dry_run, full=full)
         at = now or time.time()
         run = Run(settings=settings, tiers=tiers, policies=policies(settings, tiers, report),
-                  index=index, stores=Stores.for_settings(settings.store), report=report,
+                  index=index, stores=stores, report=report,
                   now=at, decay=start_clock(index, cache.hot_half_life, at), parser=parser,
                   access_logs=cache.access_logs if access_logs is None else access_logs,
                   hot_list=hot_list, full=full, dry_run=dry_run,

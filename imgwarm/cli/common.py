@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from imgwarm.exceptions import EXIT_FAILED, EXIT_USAGE, ImgwarmError
+from imgwarm.exceptions import EXIT_FAILED, EXIT_USAGE, FormatTooNew, ImgwarmError
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -39,8 +39,9 @@ def failure_line(command: str, error: ImgwarmError) -> str:
 def end(error: ImgwarmError, ctx: click.Context) -> NoReturn:
     """The one mapping from a domain error to how a command ends: with the class's exit code
     (imgwarm/exceptions.py), after its line on stderr; a usage error (2) shows the command's
-    usage first, as click does for a wrong option."""
-    if error.exit_code == EXIT_USAGE:
+    usage first, as click does for a wrong option (but for a store or index too new: its one
+    line alone, the command was not used wrongly)."""
+    if error.exit_code == EXIT_USAGE and not isinstance(error, FormatTooNew):
         # a line a setting that is wrong (several may be), each printable
         message = "\n".join(printable(line) for line in str(error).splitlines())
         raise click.UsageError(message, ctx)

@@ -22,8 +22,11 @@ def show(ctx: click.Context, /, sources: tuple[str, ...], as_json: bool,
     """Print the manifest of each SOURCE: a file that was optimized (by its path, even if it
     has moved since), or a manifest key. Exit status 1 if any has none."""
     from imgwarm.store import Stores, local_key
+    from imgwarm.store.format import READ
 
-    manifests = Stores.for_settings(load(ctx, manifest_root=manifest_root).store).manifests
+    stores = Stores.for_settings(load(ctx, manifest_root=manifest_root).store)
+    stores.check(READ)  # a store this code may not read: one line, not one a source
+    manifests = stores.manifests
     missing = 0
     for source in sources:
         manifest = manifests.get(local_key(Path(source))) or manifests.get(source)

@@ -44,6 +44,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
     settings = load(ctx)
     outbox = Outbox(settings, explicit_only=True)  # the events stream, when set
     stores = Stores.for_settings(settings.store)
+    stores.check()  # a store too new for this code: one line, before any key
     resolved = [resolve_key(key, stores) for key in keys]  # all, before any is deleted
     failed = freed = 0
     with bars(as_json, "deleting") as progress:

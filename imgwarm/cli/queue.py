@@ -135,10 +135,12 @@ def status(ctx: click.Context, /, keys: tuple[str, ...], as_json: bool) -> None:
     Exit status: 0 when no key failed or is unknown, 1 otherwise.
     """
     from imgwarm.store import Stores
+    from imgwarm.store.format import READ
     from imgwarm.workers.client import job_status
 
     settings = load(ctx)
     stores = Stores.for_settings(settings.store)
+    stores.check(READ)  # a store this code may not read: one line, not one a key
     bad = 0
     for key in dict.fromkeys(keys):
         found = job_status(key, settings, stores)

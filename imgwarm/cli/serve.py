@@ -163,6 +163,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     from imgwarm.serve.picture import check_options, fallback_note, placeholder_rule
     from imgwarm.serve.picture import picture as render
     from imgwarm.store import Stores
+    from imgwarm.store.format import READ
 
     if eager and low:
         raise click.UsageError("--eager and --low: the hero is loaded first, at high priority; "
@@ -172,6 +173,7 @@ def picture(ctx: click.Context, /, sources: tuple[str, ...], sizes: str, alt: st
     base = check_options(sizes=sizes, css_class=css_class,
                          base_url=base_url or image_prefix(settings, None))
     stores = Stores.for_settings(settings.store)
+    stores.check(READ)  # a store this code may not read: one line, not one a source
     failed = 0
     for source in sources:
         try:

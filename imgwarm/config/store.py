@@ -49,6 +49,11 @@ class StoreSettings(Group):
         Duration("7d"), ge=0, description="How long a variant no manifest names is kept before gc "
         "removes it (30m, 24h, 7d; 0: at once): HTML that still names it may be cached that "
         "long.")
+    format_refresh: Duration = Field(
+        Duration("60s"), ge=0, le=3600,
+        description="How long a process (a worker, a listener, warm --follow) trusts the "
+        "store's format record it read before reading it again (0: every look). A store "
+        "upgraded to a newer format is refused by older code within this long.")
 
     @field_validator("s3_prefix")
     @classmethod

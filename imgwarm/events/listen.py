@@ -200,6 +200,7 @@ def reconcile_loop(listener: Listener, stop: threading.Event, every: float | Non
     ``every`` seconds (None: never again); a run that fails is one line, the next goes on."""
     from imgwarm.events.reconcile import reconcile
     from imgwarm.store import Stores
+    from imgwarm.store.format import ACT
 
     settings = listener.settings
 
@@ -210,9 +211,10 @@ def reconcile_loop(listener: Listener, stop: threading.Event, every: float | Non
 
     def once() -> None:
         try:
-            done = reconcile(settings, Stores.for_settings(settings.store), queue, client,
-                             stop)
-        except Exception as error:  # the store or the broker away: the next run
+            stores = Stores.for_settings(settings.store)
+            stores.check(ACT)  # it queues takedowns by what it reads: a newer store's format
+            done = reconcile(settings, stores, queue, client, stop)  # is no guess
+        except Exception as error:  # the store or the broker away, or too new: the next run
             listener.counters.add("reconcile_failed")
             listener.say("reconcile-failed", str(error), "reconcile", about="error")
         else:

@@ -27,6 +27,7 @@ from imgwarm.exceptions import NotAnOriginal, StorageError, UnknownSource
 from imgwarm.manifest import Manifest, Record, Tombstone
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores, check_source_key, local_key
+from imgwarm.store.format import WRITE
 from imgwarm.store.local import LocalStore
 from imgwarm.store.reclaim import reclaim
 
@@ -83,7 +84,9 @@ def delete(key: str, stores: Stores, *, original: bool = False, when_gone: bool 
     ``when_gone``: the takedown of a bucket event saying the original was removed. Jobs run
     in any order, so it checks first: an original that is there again (uploaded anew since)
     is not taken down (``back``); a key never made gets a tombstone all the same, so that a
-    make still running from its upload does not publish it after this."""
+    make still running from its upload does not publish it after this. FormatTooNew first
+    when the store is newer than this code writes."""
+    stores.check(WRITE)
     local_file = os.path.isabs(key)  # a local source's key is its absolute path
     if not local_file:
         check_source_key(key)

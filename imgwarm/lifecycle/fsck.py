@@ -33,6 +33,7 @@ from imgwarm.exceptions import ImgwarmError
 from imgwarm.lifecycle.gc import STALE_CLAIM
 from imgwarm.manifest import Credits, Manifest, named, parse_record
 from imgwarm.store import Stores
+from imgwarm.store.format import READ, WRITE
 from imgwarm.store.listing import listed_times, sharded
 from imgwarm.store.manifests import sound
 from imgwarm.store.references import REFS, key_digest
@@ -128,6 +129,7 @@ def check(stores: Stores, *, repair: bool = False, now: float | None = None,
     worker process, so that a decoder crash fails its source alone)."""
     if repair and settings is None:
         raise ValueError("check(repair=True) needs the settings to make missing files again")
+    stores.check(WRITE if repair else READ)  # a check reads; a repair writes and removes
     started = time.monotonic()
     now = time.time() if now is None else now
     tick = progress or (lambda *_: None)

@@ -31,6 +31,7 @@ from imgwarm.config import Settings
 from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores
+from imgwarm.store.format import READ, WRITE
 from imgwarm.store.listing import listed_times, sharded, written
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
@@ -84,7 +85,9 @@ class GcReport:
 
 def collect(stores: Stores, *, grace: float, now: float | None = None, full: bool = False,
             dry_run: bool = False, progress: Progress | None = None) -> GcReport:
-    """One gc of the origin (see the module's docstring)."""
+    """One gc of the origin (see the module's docstring); FormatTooNew first when the store
+    is newer than this code removes from (or reads, for a dry run)."""
+    stores.check(READ if dry_run else WRITE)
     started = time.monotonic()
     now = time.time() if now is None else now
     references = stores.manifests.references

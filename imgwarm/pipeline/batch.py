@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, SourceError, UnreadableSource
+from imgwarm.exceptions import FormatTooNew, ImgwarmError, SourceError, UnreadableSource
 from imgwarm.formats import SOURCE_SUFFIXES
 from imgwarm.manifest import Credits, SourceResult
 from imgwarm.pipeline.isolate import IN_PROCESS, Isolated, PixelWork
 from imgwarm.pipeline.optimize import Outcome, optimize_file, optimize_key
 from imgwarm.store import Stores
+from imgwarm.store.format import WRITE
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ def _link_problem(path: Path, root: str) -> str | None:
 def _guarded(source: str, work: Callable[[], Outcome]) -> SourceResult:
     try:
         outcome = work()
+    except FormatTooNew:  # the store's, not the source's: the run stops (one line)
+        raise
     except SourceError as error:  # its message names the source already
         return SourceResult(source, error=str(error))
     except ImgwarmError as error:  # storage, layout: about an output path, so say which source
@@ -187,6 +190,7 @@ def run_batch(
     the pixel work runs in as many worker processes (``isolate.py``), so that a decoder that
     crashes fails its source alone, whatever ``workers`` is."""
     stores = stores or Stores.local(settings.store)
+    stores.check(WRITE)  # before any source: a store too new is one line, not one a source
     given = credits or Credits()
     # Largest first, so that no worker is left alone with a big photo at the end.
     ordered = sorted(paths, key=_size, reverse=True)
@@ -202,6 +206,7 @@ def run_keys(
 ) -> Iterator[SourceResult]:
     """``run_batch`` for originals in the origin (local folder or S3), by key."""
     stores = stores or Stores.for_settings(settings.store)
+    stores.check(WRITE)
     given = credits or Credits()
     workers = batch_workers(settings, len(keys))
     with Isolated(workers) as pixels:

@@ -35,6 +35,7 @@ from imgwarm.pipeline.made import Encoded
 from imgwarm.pipeline.naming import content_hash
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores, local_key, read_original
+from imgwarm.store.format import WRITE
 from imgwarm.store.reclaim import reclaim
 
 
@@ -214,7 +215,8 @@ def optimize_file(
     key: str | None = None, within: str | None = None, pixels: PixelWork = IN_PROCESS,
 ) -> Outcome:
     """``optimize_bytes`` of a file; ``within``: the folder it was found in (see
-    ``read_source``)."""
+    ``read_source``). FormatTooNew first when the store is newer than this code writes."""
+    stores.check(WRITE)  # (kept by the gate: no look at the store a source)
     data = read_source(path, settings.image, within)
     return optimize_bytes(
         data, key=key or local_key(path), name=str(path), settings=settings, stores=stores,
@@ -228,7 +230,9 @@ def optimize_key(
 ) -> Outcome:
     """Make the variants of the original stored at ``key`` in the origin. A bad image is
     recorded as a failure in the manifest store, so every machine can tell why. ``again``:
-    as ``optimize_bytes``'s."""
+    as ``optimize_bytes``'s. FormatTooNew first when the store is newer than this code
+    writes (nothing is recorded then: a newer version makes it)."""
+    stores.check(WRITE)
     try:
         data = read_original(stores.origin, key, settings.image.max_bytes)
     except SourceError as error:  # missing, or too large to read: it may be replaced

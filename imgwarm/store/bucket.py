@@ -20,7 +20,9 @@ from typing import Any
 from imgwarm.config import Settings
 from imgwarm.exceptions import StorageError
 from imgwarm.formats import OUTPUTS
+from imgwarm.store.format import WRITE
 from imgwarm.store.layout import Layout
+from imgwarm.store.origin import Stores
 
 EVENTS = ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]
 NOTIFICATION_ID = "imgwarm-originals"
@@ -113,6 +115,8 @@ def set_up_bucket(settings: Settings, *, create: bool = False, policy: bool = Tr
         extra = {"CreateBucketConfiguration": {"LocationConstraint": region}} \
             if region and region != "us-east-1" else {}
         done.created = step("creating", client.create_bucket, Bucket=bucket, **extra) is not None
+    if _exists(client, bucket):  # a store newer than this code is left as it is (nothing
+        Stores.s3(settings.store).check(WRITE)  # set); a new one gets its format record
     if policy:
         step("setting its read policy", client.put_bucket_policy, Bucket=bucket,
              Policy=json.dumps(read_policy(bucket, settings)))

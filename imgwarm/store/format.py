@@ -15,9 +15,9 @@ know to read the store without misreading it (SQLite's read and write version by
 reading command (picture, status, inspect, fsck without repair) goes on while it knows that
 one. A record without it is read as ``readable_by == format``: never guess.
 
-The record is read once a ``FormatGate`` is first asked and kept for ``REFRESH`` seconds (a
-long-running worker, listener or warm --follow sees a store upgraded under it within that);
-a refusal is never kept, so the next look reads the record again.
+The record is read once a ``FormatGate`` is first asked and kept for ``REFRESH`` seconds
+(the ``format_refresh`` setting: a long-running worker, listener or warm --follow sees a store
+upgraded under it within that); a refusal is never kept, so the next look reads again.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from imgwarm.store.base import Key
 
 STORE_FORMAT: int = 1  # the newest store format this code reads and writes
 FORMAT_RECORD = "imgwarm-format.json"  # at the origin's root (local folder, bucket/prefix)
-REFRESH = 60.0  # seconds a record read is trusted before it is read again
+REFRESH = 60.0  # seconds a record read is trusted before it is read again (format_refresh)
 MAX_RECORD = 4096  # bytes: a record is a few dozen
 
 READ, ACT, WRITE = "read", "act", "write"  # what a command does with the store

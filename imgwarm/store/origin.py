@@ -60,7 +60,7 @@ class Stores:
         )
         journal = LocalChangeLog(settings.manifest_root)
         gate = FormatGate(LocalStore(settings.origin_root, fsync=settings.fsync),
-                          f"origin {settings.origin_root}")
+                          f"origin {settings.origin_root}", refresh=settings.format_refresh)
         origin.guard = manifests.guard = gate
         return cls(origin, ManifestStore(manifests, layout, journal), layout, gate)
 
@@ -76,7 +76,8 @@ class Stores:
         manifests = S3Store(client, settings.s3_bucket,
                             settings.s3_prefix + S3_MANIFEST_FOLDER, cache_control=NO_CACHE)
         gate = FormatGate(S3Store(client, settings.s3_bucket, settings.s3_prefix),
-                          f"origin s3://{settings.s3_bucket}/{settings.s3_prefix}")
+                          f"origin s3://{settings.s3_bucket}/{settings.s3_prefix}",
+                          refresh=settings.format_refresh)
         origin.guard = manifests.guard = gate
         return cls(origin, ManifestStore(manifests, layout, S3ChangeLog(manifests)), layout,
                    gate)

@@ -13,11 +13,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from celery import Celery
-from celery.exceptions import SoftTimeLimitExceeded
+from celery.exceptions import Reject, Retry, SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 
 from imgwarm.config import Settings
-from imgwarm.exceptions import ImgwarmError, JobFailed, TransientStorageError, about
+from imgwarm.exceptions import (
+    FormatTooNew,
+    ImgwarmError,
+    JobFailed,
+    TransientStorageError,
+    about,
+)
 from imgwarm.manifest import Credits
 from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
 
@@ -78,7 +84,7 @@ def run_job(key: str, settings: Settings, credits: Credits, *,
     try:
         outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
                                credits=credits, again=again)
-    except TransientStorageError:
+    except (TransientStorageError, FormatTooNew):  # retried; left for a newer worker
         raise
     except SoftTimeLimitExceeded:
         fail(key, f"took longer than {settings.queue.task_soft_time_limit:g} s "
@@ -109,6 +115,31 @@ def fail(key: str, reason: str, settings: Settings, credits: Credits) -> NoRetur
         record_failure(key, None, reason, settings=settings, stores=process_stores(settings),
                        credits=credits)
     raise JobFailed(f"{key}: {reason}")
+
+
+def first_look(settings: Settings) -> None:
+    """Before a job touches the store: FormatTooNew (``leave_for_newer``) when its format is
+    newer than this worker knows."""
+    from imgwarm.store.format import WRITE
+
+    process_stores(settings).check(WRITE)
+
+
+def leave_for_newer(task: Any, settings: Settings, error: FormatTooNew) -> NoReturn:
+    """A job that met a store newer than this worker knows (a rollout under way: before it
+    began, or mid-way, once the record was read again, format_refresh): put it back on the
+    queue for a newer worker and end this try as a retry: no failure recorded, no
+    ``failed`` event, and the try not counted against task_max_retries. It is looked at
+    again after retry_backoff_max, by whichever worker takes it. (Stopped mid-way, what it
+    had written is what a killed job leaves: the next run, or gc, finishes it.)"""
+    wait = settings.queue.retry_backoff_max
+    again = task.signature_from_request(task.request, countdown=wait,
+                                        retries=task.request.retries)
+    try:
+        again.apply_async()
+    except Exception:  # the broker away: this delivery goes back to the queue instead
+        raise Reject(str(error), requeue=True) from None
+    raise Retry(str(error), exc=error, when=wait, sig=again) from None
 
 
 def starts_key(job_id: str) -> str:
@@ -150,7 +181,7 @@ def run_delete(key: str, original: bool, settings: Settings, *,
 
     try:
         done = delete(key, process_stores(settings), original=original, when_gone=when_gone)
-    except TransientStorageError:
+    except (TransientStorageError, FormatTooNew):
         raise
     except ImgwarmError as error:
         raise JobFailed(about(key, error)) from None
@@ -197,6 +228,10 @@ def register(app: Celery, settings: Settings) -> None:
         self: Any, source_key: str, description: str | None = None,
         copyright: str | None = None, artist: str | None = None,
     ) -> dict[str, Any]:
+        try:
+            first_look(settings)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
         started = starts.start(self.request.id)
         try:
             try:
@@ -206,6 +241,8 @@ def register(app: Celery, settings: Settings) -> None:
             if started > settings.queue.task_max_lost:
                 give_up(source_key, started - 1, settings, credits)
             return run_job(source_key, settings, credits, again=started > 1)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
         finally:
             from imgwarm.pipeline.budget import give_back
 
@@ -215,6 +252,7 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(  # type: ignore[untyped-decorator]
         name=DELETE_TASK,
+        bind=True,
         autoretry_for=(TransientStorageError,),
         throws=(JobFailed,),
         retry_backoff=1,
@@ -222,9 +260,13 @@ def register(app: Celery, settings: Settings) -> None:
         retry_jitter=True,
         max_retries=settings.queue.task_max_retries,
     )
-    def delete(source_key: str, original: bool = False,
+    def delete(self: Any, source_key: str, original: bool = False,
                when_gone: bool = False) -> dict[str, Any]:
-        return run_delete(source_key, original, settings, when_gone=when_gone)
+        try:
+            first_look(settings)
+            return run_delete(source_key, original, settings, when_gone=when_gone)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
 
 
 def worker_app(settings: Settings) -> Celery:
