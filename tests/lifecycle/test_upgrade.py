@@ -3,9 +3,12 @@ an environment of its own) and this imgwarm on one origin, as during every rollo
 
 - Side by side: in each round optimize (a source made again, twins uploaded on both), delete,
   gc (usual or full, a short grace or none) and warm run at once as processes of the real CLI
-  of both versions, each version with its own cache box; I1-I4 are checked at rest after
-  every round (tests/support/invariants.py) and each box's index against its tiers. Both
-  versions must have written and removed files (counted from their --json reports).
+  of both versions, each version with its own cache box (and every other round the old gc
+  on the new one's box, as a box whose cron'd gc is upgraded after its warm); I1-I4 are
+  checked at rest after every round (tests/support/invariants.py) and each box's index
+  against its tiers. Both versions must have written and removed files (counted from their
+  --json reports).
+- On one queue: workers and clients of both versions, each running the other's jobs.
 - Upgraded in place: a store and a warm index the old version wrote are read and served by
   this one (every manifest, every placed file, nothing copied again); its first write adds
   the format record and the index gets its schema number. Then the old version meets the
@@ -100,8 +103,9 @@ class Sides:
     def command(self, version: str, *args: str | Path) -> list[str]:
         return self.old.command(*args) if version == "old" else [str(IMGWARM), *map(str, args)]
 
-    def env(self, version: str, **extra: str) -> dict[str, str]:
-        env = cli_env(self.boxes[version], **extra)
+    def env(self, version: str, box: str | None = None, **extra: str) -> dict[str, str]:
+        """The environment of ``version``'s commands, on its own cache box or ``box``."""
+        env = cli_env(self.boxes[box or version], **extra)
         return self.old.env(env) if version == "old" else env
 
     def run(self, version: str, *args: str | Path, **extra: str) -> str:
@@ -289,6 +293,9 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
             "optimize-upload-new": ("new", ["optimize", uploads["new"]], {}),
             "delete": (deleter, ["delete", "--json", solo], {}),
         }
+        # the old gc on the new version's box every other round: a box whose warm was
+        # upgraded before its cron'd gc (the index and the tiers' lock shared across versions)
+        boxed = {"gc-old": "new"} if rnd_no % 2 else {}
         for version, grace in zip(("old", "new"), graces, strict=True):
             commands[f"gc-{version}"] = (version, [
                 "gc", "--json", *["--full"] * (rnd.random() < 0.5),
@@ -296,6 +303,7 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
             commands[f"warm-{version}"] = (version, [
                 "warm", "--json", *["--full"] * (rnd.random() < 0.5)], {})
         modes.append(", ".join(f"{n}: {v} {' '.join(short(site, x) for x in a[1:])}"
+                               + (f" on the {boxed[n]} box" if n in boxed else "")
                                for n, (v, a, _) in commands.items()
                                if n.startswith(("gc", "delete"))))
         before = snapshot(real_stores(site.settings), tiers, planted)
@@ -310,7 +318,7 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
                     (round_logs / f"{name}.err").open("w") as errors:
                 running[name] = subprocess.Popen(  # files, not pipes: never full
                     sides.command(version, *arguments),
-                    env=sides.env(version, IMGWARM_RACE_YIELD=YIELD, **extra),
+                    env=sides.env(version, boxed.get(name), IMGWARM_RACE_YIELD=YIELD, **extra),
                     cwd=round_logs, stdout=out, stderr=errors)
         wait_all(running)
         where = f"round {rnd_no} ({modes[-1]}; twins of {short(site, original)})"
