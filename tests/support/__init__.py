@@ -20,4 +20,6 @@
   folders and buckets (a refused command changed nothing), indexes as older versions made them
 - faults.py, invariants.py: fault injection (every store, journal and tier call counted, the
   Nth failing) and the lifecycle invariants checked on the real files
+- released.py: the previous release (a fixed commit) installed in an environment of its own,
+  to run beside this one (the rolling-upgrade tests)
 """

@@ -220,15 +220,17 @@ class SeaweedServer(S3Endpoint):
 
 class Worker:
     """A real ``imgwarm worker`` process (in its own process group, so it can be killed
-    outright with its pool), logging to a file."""
+    outright with its pool), logging to a file; ``program``: another imgwarm's command (an
+    earlier release, tests/support/released.py)."""
 
-    def __init__(self, env: dict[str, str], log: Path, *args: str) -> None:
+    def __init__(self, env: dict[str, str], log: Path, *args: str,
+                 program: list[str] | None = None) -> None:
         self.log = log
         self.name = f"w{uuid.uuid4().hex[:8]}@%h"
         self.handle = log.open("ab")
         self._skip = len(self.text())
         self.process = subprocess.Popen(
-            [str(IMGWARM), "worker", "--loglevel", "INFO", "--without-mingle",
+            [*(program or [str(IMGWARM)]), "worker", "--loglevel", "INFO", "--without-mingle",
              "--without-gossip", "-n", self.name, *args],
             env=env, stdout=self.handle, stderr=subprocess.STDOUT, start_new_session=True,
             cwd=log.parent,
