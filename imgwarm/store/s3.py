@@ -185,13 +185,17 @@ class S3Store:
              only_new: bool) -> bool:
         """One PUT; with ``only_new``, conditional on no object being there (a 412 is False)."""
         object_key = self.object_key(key)
-        condition = {"IfNoneMatch": "*"} if only_new else {}
 
         def put() -> bool:
             try:
-                self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
-                                       ContentType=content_type, CacheControl=cache_control,
-                                       **condition)
+                if only_new:
+                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                           ContentType=content_type,
+                                           CacheControl=cache_control, IfNoneMatch="*")
+                else:
+                    self.client.put_object(Bucket=self.bucket, Key=object_key, Body=data,
+                                           ContentType=content_type,
+                                           CacheControl=cache_control)
             except ClientError as error:
                 if only_new and (_status(error) == 412 or _code(error) in _EXISTS_CODES):
                     return False
