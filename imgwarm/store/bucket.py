@@ -116,7 +116,8 @@ def set_up_bucket(settings: Settings, *, create: bool = False, policy: bool = Tr
             if region and region != "us-east-1" else {}
         done.created = step("creating", client.create_bucket, Bucket=bucket, **extra) is not None
     if _exists(client, bucket):  # a store newer than this code is left as it is (nothing
-        Stores.s3(settings.store).check(WRITE)  # set); a new one gets its format record
+        # set); a new one gets its format record
+        Stores.s3(settings.store).check(WRITE, create=True)
     if policy:
         step("setting its read policy", client.put_bucket_policy, Bucket=bucket,
              Policy=json.dumps(read_policy(bucket, settings)))

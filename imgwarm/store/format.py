@@ -127,12 +127,13 @@ class FormatGate:
         self._lock = threading.Lock()
         self._known: tuple[float, FormatRecord | None] | None = None  # (when read, record)
 
-    def check(self, mode: str = WRITE) -> FormatRecord:
+    def check(self, mode: str = WRITE, *, create: bool = True) -> FormatRecord:
         """The store's record (format 1 when it has none), or FormatTooNew when it is newer
-        than this code may ``mode``. ``WRITE`` on a store without a record writes one."""
+        than this code may ``mode``. ``WRITE`` on a store without a record writes one (unless
+        not ``create``: a command's look before it knows it will write)."""
         with self._lock:
             record = self._record()
-            if record is None and mode == WRITE:
+            if record is None and mode == WRITE and create:
                 record = self._create()
             found = record or FormatRecord(1, 1, "")
             if (found.readable_by if mode == READ else found.format) > STORE_FORMAT:

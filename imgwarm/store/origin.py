@@ -40,10 +40,12 @@ class Stores:
     layout: Layout
     gate: FormatGate | None = field(default=None, compare=False)
 
-    def check(self, mode: str = WRITE) -> FormatRecord | None:
+    def check(self, mode: str = WRITE, *, create: bool = False) -> FormatRecord | None:
         """FormatTooNew, before anything is done, when the store is newer than this code may
-        ``mode`` (store.format READ, ACT, WRITE); WRITE writes the record a store lacks."""
-        return None if self.gate is None else self.gate.check(mode)
+        ``mode`` (store.format READ, ACT, WRITE). The record a store lacks is written by its
+        first write (the gate each write asks), not by this look (a refused bad source leaves
+        nothing), unless ``create``."""
+        return None if self.gate is None else self.gate.check(mode, create=create)
 
     @classmethod
     def local(cls, settings: StoreSettings) -> Stores:
