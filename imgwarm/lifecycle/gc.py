@@ -16,7 +16,9 @@ than the grace period; a claim the full pass finds no record behind (a writer ki
 counts as a drop when it is removed, so the clock never falls back to an older write time.
 The full pass reads each record again, as it stands, before it adds or removes a claim: a
 source made again while the pass ran keeps what it names now and loses what it dropped.
-A tombstone's variants go at once (a takedown does not wait).
+A tombstone's variants go at once (a takedown does not wait), unless a live source dropped
+them since: another source named them at the takedown (so it kept them), and its drop waits
+the grace like any other (the drop marker says whose drop it was).
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def _one_by_one(stores: Stores, report: GcReport, candidates: list[Candidate], n
             if not report.dry_run:
                 references.forget_dropped(path)
             return path, None, "named"
+        if urgent:
+            urgent = _taken_down(stores.manifests, path)
         if not urgent and since > now - report.grace:
             return path, None, "waiting"
         if report.dry_run:
@@ -143,8 +147,10 @@ def _batched(stores: Stores, report: GcReport, candidates: list[Candidate],
     """The claims from one listing before and one after (``reclaim_listed``)."""
     references = stores.manifests.references
     named = [path for path, _, _ in candidates if claims.get(path)]
-    going = [(path, urgent) for path, since, urgent in candidates
-             if not claims.get(path) and (urgent or since <= now - report.grace)]
+    going = [(path, urgent) for path, since, urgent in (
+                 (path, since, urgent and _taken_down(stores.manifests, path))
+                 for path, since, urgent in candidates if not claims.get(path))
+             if urgent or since <= now - report.grace]
     report.waiting = len(candidates) - len(named) - len(going)
     report.named = len(named)
     paths = [path for path, _ in going]
@@ -250,6 +256,15 @@ def _full_pass(stores: Stores, report: GcReport, now: float
             references.forget_dropped(path)
         references.mark_built()
     return candidates, claims
+
+
+def _taken_down(manifests: ManifestStore, path: str) -> bool:
+    """Whether a tombstone's unnamed variant goes at once: its last drop was a takedown's
+    (or no drop was noted: a delete killed before its marker). A live source's drop, or one
+    that does not say whose (gc's own, imgwarm 0.2.0's), waits the grace. Asked after its
+    claims were found gone: a put notes its drop before it releases its claims."""
+    by = manifests.references.dropped_by(path)
+    return by is None or (bool(by) and isinstance(manifests.record_of(by), Tombstone))
 
 
 def _named_now(manifests: ManifestStore, digest: str) -> set[str]:

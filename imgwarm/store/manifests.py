@@ -92,9 +92,10 @@ class ManifestStore:
             except BaseException:
                 self._put_back(path, previous)  # type: ignore[arg-type]
                 raise
-        if old - new:
+        if old - new:  # the drop noted before the claims go: a gc that finds no claim
+            # finds who dropped it (a live source's drop waits the grace, a takedown's not)
+            self.references.note_dropped(sorted(old - new), by=key_digest(record.key))
             self.references.release(record.key, sorted(old - new))
-            self.references.note_dropped(sorted(old - new))
 
     def announce(self, key: str) -> None:
         """Say in the journal, again, that ``key``'s record changed: for a record whose put

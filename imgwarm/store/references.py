@@ -17,11 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
+from imgwarm.exceptions import ObjectTooLarge
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
 from imgwarm.store.listing import empty, sharded, written
@@ -103,9 +105,24 @@ class References:
 
     # --- variants named by none ---------------------------------------------------------------
 
-    def note_dropped(self, paths: Iterable[str]) -> None:
-        """These variants just lost a reference: gc looks at them after its grace period."""
-        self._each(lambda p: self.store.write(f"{DROPPED}/{p}", b"", replace=True), paths)
+    def note_dropped(self, paths: Iterable[str], by: str = "") -> None:
+        """These variants just lost a reference: gc looks at them after its grace period.
+        ``by``: the digest of the source whose record dropped them (the marker's content),
+        so that gc can tell a takedown's drop (no grace) from a live source's (grace)."""
+        self._each(lambda p: self.store.write(f"{DROPPED}/{p}", by.encode(), replace=True),
+                   paths)
+
+    def dropped_by(self, path: str) -> str | None:
+        """The digest of the source that last dropped ``path`` (its marker's content): ""
+        when not said (gc noticed it, or imgwarm 0.2.0 wrote it), None when no marker."""
+        try:
+            raw = self.store.read(f"{DROPPED}/{path}", limit=256)
+        except ObjectTooLarge:  # not one imgwarm wrote: says no one
+            return ""
+        if raw is None:
+            return None
+        said = raw.decode("ascii", "replace").strip()
+        return said if re.fullmatch(r"[0-9a-f]{32}", said) else ""  # else: not ours to trust
 
     def dropped(self) -> Iterator[tuple[str, float]]:
         """Variants that lost a reference, and when they last did. A marker whose path has

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from imgwarm.config import Settings
+from imgwarm.lifecycle.delete import delete
 from imgwarm.lifecycle.gc import gc
-from imgwarm.manifest import Manifest
+from imgwarm.manifest import Manifest, Tombstone
 from imgwarm.store.references import key_digest
 from tests.support.cli import Cli
 from tests.support.lifecycle import by_key, claims, in_origin, site_on, stores
@@ -208,3 +209,43 @@ def test_a_file_of_nearly_a_variants_shape_is_never_removed(site: Site, name: st
     report = gc(site.settings, now=time.time() + 30 * DAY, grace=0, full=True)
     assert path not in report.paths
     assert s.origin.read(path) == b"an original the application keeps"
+
+
+def test_a_takedowns_variant_a_twin_kept_waits_the_grace_when_the_twin_drops_it(
+        site: Site) -> None:
+    """Found by the rolling-upgrade test: a source deleted while a twin (the same photo under
+    another key) named its variants leaves them to the twin; when the twin is made again
+    without them, they are a live source's drop and wait the grace (I2), though the
+    tombstone still lists them. Before the fix, a full gc removed them at once."""
+    twin = site.add("twin/photo-0.jpg", seed=0)
+    first = by_key(site)["photo-0.jpg"]
+    taken = delete(first.key, stores(site))
+    assert not taken.removed and sorted(taken.kept) == sorted(v.path for v in twin.variants)
+    site.settings = site.settings.updated(widths="320,640")
+    narrower = site.add("twin/photo-0.jpg", seed=0)
+    dropped = {v.path for v in twin.variants} - {v.path for v in narrower.variants}
+    assert dropped and dropped <= set(stores(site).manifests.record(first.key).variants)
+
+    now = time.time()
+    for full in (True, False):
+        report = gc(site.settings, now=now, full=full)
+        assert report.removed == 0 and report.taken_down == 0, report.paths
+        assert present(site, dropped) == dropped
+    done = gc(site.settings, now=now + 8 * DAY, full=True)
+    assert set(done.paths) == dropped and present(site, dropped) == set()
+    assert present(site, {v.path for v in narrower.variants}) == \
+        {v.path for v in narrower.variants}
+
+
+def test_a_takedown_nobody_else_named_still_goes_at_once(site: Site) -> None:
+    """The other side: a delete cut short after its tombstone (its variants still there, no
+    one else naming them) is finished by a full gc at once, whatever the grace."""
+    first = by_key(site)["photo-1.jpg"]
+    mine = {v.path for v in first.variants}
+    manifests = stores(site).manifests
+    manifests.put(Tombstone(key=first.key, deleted=time.time(), variants=sorted(mine),
+                            original=False))
+    assert present(site, mine) == mine  # as a delete killed before its removals leaves it
+    report = gc(site.settings, full=True)
+    assert set(report.paths) == mine and report.taken_down == len(mine)
+    assert present(site, mine) == set()

@@ -262,6 +262,11 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
     seen: set[str] = set()
     modes = []
     rounds = int(os.environ.get("IMGWARM_UPGRADE_ROUNDS", ROUNDS[origin]))
+    # Twins of a photo taken down in their round: 0.2.0's full gc removes at once what a
+    # takedown left to them once they drop it (its bug, fixed in 0.3.0: test_gc.py's
+    # test_a_takedowns_variant_a_twin_kept_waits_the_grace_when_the_twin_drops_it), so none
+    # of them is made again with other widths here (CHANGELOG: run gc --full from 0.3.0)
+    spared: set[str] = set()
     for rnd_no in range(rounds):
         maker, deleter = ("old", "new") if rnd_no % 2 == 0 else ("new", "old")
         solo = a_photo(site, f"solo/s{rnd_no}.jpg", seed=100 + rnd_no)
@@ -270,7 +275,7 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
         # alone names its variants), a source made again with other widths (its dropped
         # variants: each gc takes them with no grace, leaves them with one), and another
         # made so and back again (dropped and named again: every gc must keep them)
-        dropper, back = rnd.sample(sources, 2)
+        dropper, back = rnd.sample([k for k in sources if k not in spared], 2)
         before_drop, had = widths_of(site, dropper), widths_of(site, back)
         drop = next(w for w in DROPS if w not in (before_drop, had))
         sides.run(maker, "optimize", solo, dropper, back, IMGWARM_WIDTHS=drop)
@@ -279,12 +284,15 @@ def test_two_versions_at_once(origin: str, old: Released, request: pytest.Fixtur
         # made again in the round: mostly the one that dropped, with its widths of before (it
         # names the dropped variants again while each gc looks at them), else another
         remake, widths = (dropper, before_drop) if rnd.random() < 0.5 else \
-            (rnd.choice([k for k in sources if k != solo]), rnd.choice(WIDTHS))
+            (rnd.choice([k for k in sources if k != solo and k not in spared]),
+             rnd.choice(WIDTHS))
         original = solo if rnd.random() < 0.75 else rnd.choice(sources)
         data = original_bytes(site, original)
         uploads = {version: upload(site, f"up/r{rnd_no}/{version}/{PurePosixPath(original).name}",
                                    data)
                    for version in ("old", "new")}  # twins of one photo from both: claims race
+        if original == solo:
+            spared.update(uploads.values())
         graces = GRACES[rnd_no % len(GRACES)]
         commands: dict[str, tuple[str, list[str], dict[str, str]]] = {
             "optimize-remake": (rnd.choice(["old", "new"]), ["optimize", remake],
