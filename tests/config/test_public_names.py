@@ -134,7 +134,7 @@ def test_every_variable_the_docs_name_exists() -> None:
     setting's, or the tests' own knobs (a renamed setting must not live on in the prose)."""
     known = {f"IMGWARM_{name.upper()}" for name in fields()} | {
         "IMGWARM_CONFIG", "IMGWARM_CORPUS", "IMGWARM_FAULTS", "IMGWARM_FUZZ_CASES",
-        "IMGWARM_RACE_YIELD", "IMGWARM_RACE_ROUNDS"}
+        "IMGWARM_RACE_YIELD", "IMGWARM_RACE_ROUNDS", "IMGWARM_UPGRADE_ROUNDS"}
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     named = {(page.name, found) for page in pages
              for found in re.findall(r"IMGWARM_[A-Z0-9_]*[A-Z0-9]\b", page.read_text())}

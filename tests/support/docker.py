@@ -40,6 +40,10 @@ STANDIN_IMAGES = {
 }
 
 
+_SHELL = frozenset(["PATH", "HOME", "USER", "LANG", "TMPDIR", "TERM", "XDG_CACHE_HOME",
+                    "XDG_RUNTIME_DIR"])
+
+
 @dataclass(frozen=True)
 class Engine:
     """A Docker engine that answers at ``host`` (a DOCKER_HOST value)."""
@@ -48,8 +52,11 @@ class Engine:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment docker and docker-compose run in: this engine, the legacy builder
-        (Debian's docker.io has no buildx)."""
-        return {**os.environ, "DOCKER_HOST": self.host, "DOCKER_BUILDKIT": "0",
+        (Debian's docker.io has no buildx), and of the test's own environment only what a
+        shell needs: docker-compose takes a variable from its environment before the env file,
+        so credentials another fixture exported (moto's AWS_*) would reach the stack."""
+        kept = {k: v for k, v in os.environ.items() if k in _SHELL or k.startswith("LC_")}
+        return {**kept, "DOCKER_HOST": self.host, "DOCKER_BUILDKIT": "0",
                 "COMPOSE_DOCKER_CLI_BUILD": "0", **extra}
 
     def run(self, *args: str, timeout: float = 120, check: bool = True,
