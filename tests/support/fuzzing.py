@@ -41,6 +41,7 @@ import numpy as np
 from PIL import Image
 
 from imgwarm.store.changes import FOLDER as JOURNAL
+from imgwarm.store.format import FORMAT_RECORD, FormatRecord
 from imgwarm.store.references import DROPPED, REFS
 from tests.support.fuzz_bytes import Mutation
 from tests.support.fuzz_formats import FORMATS, strict_decodes
@@ -305,6 +306,12 @@ def _check_outputs(workdir: Path, results: dict[str, dict[str, Any]]) -> list[st
             expected[variant["path"]] = variant
     present = {p.relative_to(origin).as_posix() for p in origin.rglob("*") if p.is_file()} \
         if origin.exists() else set()
+    if FORMAT_RECORD in present:  # the store's, written by its first write: not a leftover
+        present.discard(FORMAT_RECORD)
+        if not expected:
+            findings.append(f"{FORMAT_RECORD} written though no source was accepted")
+        else:
+            FormatRecord.parse((origin / FORMAT_RECORD).read_bytes(), FORMAT_RECORD)
     for leftover in sorted(present - set(expected))[:5]:
         findings.append(f"leftover file in the origin: {leftover}")
     manifest_files = [p for p in manifests.rglob("*.json") if p.is_file()
