@@ -14,6 +14,7 @@ from imgwarm.text import printable
 
 if TYPE_CHECKING:
     from imgwarm.lifecycle.fsck import FsckReport
+    from imgwarm.store.shard import Shard
 
 
 @command()
@@ -77,11 +78,14 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
               "references right. The first gc of a store does it by itself.")
 @click.option("--dry-run", is_flag=True, help="Print what would go and the bytes; change "
               "nothing.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="With --full: do slice I of N (the variants of its share of the shard "
+              "folders); N runs, one a machine, do together what one whole pass does.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
-       now: float | None, as_json: bool) -> None:
+       shard: str | None, now: float | None, as_json: bool) -> None:
     """Remove the variants that no manifest names any more (a settings change, a source made
     again) once they have been unnamed for longer than the grace period: from the origin,
     and from this machine's cache tiers when it has them (found in warm's index).
@@ -99,14 +103,19 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         seconds = parse_duration(grace, zero=True) if grace is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--grace") from None
+    slice_ = _shard(shard)
+    if slice_ is not None and not full:
+        raise click.BadParameter("a slice is of a full pass: add --full", param_hint="--shard")
     with bars(as_json, "looking") as progress:
         report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
-                     progress=progress)
+                     progress=progress, shard=slice_)
     if as_json:
         click.echo(json_text(report.to_object()))
     else:
         for path in report.paths:
             click.echo(printable(f"{'would remove' if dry_run else 'removed'} {path}"))
+        if report.removed > len(report.paths):
+            click.echo(f"(the first {len(report.paths):,} of {report.removed:,} shown)")
         for path in report.damaged_records:  # skipped: make its source again
             click.echo(printable(f"damaged {path}"))
         click.echo(printable(report.line()))
@@ -118,10 +127,15 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
               help="Set right what is safe to: add the missing claims, drop the dangling "
               "ones (gc's grace then starts now), make sources with a missing file again "
               "from their originals.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Check slice I of N (the variants of its share of the shard folders; "
+              "every record is still read); N runs, one a machine, find together what one "
+              "whole check finds.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
-def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) -> None:
+def fsck(ctx: click.Context, /, repair: bool, shard: str | None, now: float | None,
+         as_json: bool) -> None:
     """Check the store: read every manifest and claim and list the origin, and report each
     kind of bad state with its count and paths:
 
@@ -144,10 +158,11 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) 
     from imgwarm.lifecycle.fsck import check
     from imgwarm.store import Stores
 
+    slice_ = _shard(shard)
     settings = load(ctx)
     with bars(as_json, "checking") as progress:
         report = check(Stores.for_settings(settings.store), repair=repair, now=now,
-                       settings=settings, progress=progress)
+                       settings=settings, progress=progress, shard=slice_)
     if as_json:
         click.echo(json_text(report.to_object()))
     else:
@@ -158,6 +173,18 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, as_json: bool) 
         for line in [*report.lines(), report.line()]:
             click.echo(printable(line))
     ctx.exit(EXIT_FAILED if report.left() else EXIT_OK)
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--shard I/N`` parsed; a usage error (exit 2) with its one line."""
+    from imgwarm.store.shard import Shard
+
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--shard") from None
 
 
 def _found_lines(report: FsckReport) -> list[str]:
