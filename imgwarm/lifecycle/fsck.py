@@ -24,6 +24,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,7 @@ from imgwarm.store.format import READ, WRITE
 from imgwarm.store.listing import listed_times, sharded
 from imgwarm.store.manifests import sound
 from imgwarm.store.references import REFS, key_digest
-from imgwarm.store.shard import Shard
+from imgwarm.store.shard import Shard, merged_shard
 
 if TYPE_CHECKING:
     from imgwarm.pipeline.isolate import PixelWork
@@ -194,18 +195,6 @@ class FsckReport:
                 f"{self.claims:,} claims looked at; {self.seconds:.1f} s")
 
 
-def merged_shard(shards: list[str]) -> str:
-    """"1/1" when ``shards`` are every slice of one count once, else them joined."""
-    try:
-        parsed = [Shard.parse(s) for s in shards]
-    except ValueError:
-        return ",".join(shards)
-    counts = {s.count for s in parsed}
-    if len(counts) == 1 and sorted(s.index for s in parsed) == list(range(1, counts.pop() + 1)):
-        return "1/1"
-    return ",".join(shards)
-
-
 def check(stores: Stores, *, repair: bool = False, now: float | None = None,
           settings: Settings | None = None, progress: Progress | None = None,
           pixels: PixelWork | None = None, shard: Shard | None = None) -> FsckReport:
@@ -227,13 +216,14 @@ def check(stores: Stores, *, repair: bool = False, now: float | None = None,
     tick = progress or (lambda *_: None)
     report = FsckReport(repair=repair, built=stores.manifests.references.built(),
                         shard=str(shard))
-    with Spool(stores.layout, shard) as spool:
+    with Spool(stores.layout, shard) as spool, ThreadPoolExecutor(1) as lister:
         unread = _read(stores, report, spool)
         folders = spool.folders()
         for done, top in enumerate(folders, start=1):
+            listed = lister.submit(_listed, stores, top)  # meanwhile the claims are listed
             named = _named(spool, top)
-            _find_missing(stores, report, named, top)
             _find_claims(stores, report, named, unread, top, now)
+            _find_missing(stores, report, named, listed.result())
             tick("folders", done, len(folders))
     if repair:
         assert settings is not None
@@ -272,9 +262,14 @@ def _named(spool: Spool, top: str) -> Named:
     return found
 
 
-def _find_missing(stores: Stores, report: FsckReport, keys: Named, top: str) -> None:
-    listed = {str(path) for path, _ in sharded(stores.origin, stores.layout, times=False,
-                                               tops=[top])} if top else set()
+def _listed(stores: Stores, top: str) -> set[str]:
+    """The origin's files in one first-level folder (none for the other paths' folder)."""
+    if not top:
+        return set()
+    return {str(p) for p, _ in sharded(stores.origin, stores.layout, times=False, tops=[top])}
+
+
+def _find_missing(stores: Stores, report: FsckReport, keys: Named, listed: set[str]) -> None:
     report.variants += len(keys)
     for path in sorted(keys):
         if path in listed or stores.origin.exists(path):  # (written since it was listed)

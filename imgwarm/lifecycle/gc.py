@@ -40,7 +40,7 @@ from imgwarm.store.listing import listed_times, sharded, written
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
-from imgwarm.store.shard import Shard
+from imgwarm.store.shard import Shard, merged_shard
 
 STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
 THREADS = 16  # candidates looked at in flight (each a few round trips on S3)
@@ -90,8 +90,6 @@ class GcReport:
         """The union of slices: counts added, paths concatenated and sorted; ``shard`` is
         "1/1" when they are every slice of one count; the seconds of the longest; the
         tiers' part of the first slice that has one (a slice runs the origin's part)."""
-        from imgwarm.lifecycle.fsck import merged_shard
-
         first = reports[0] if reports else cls()
         counts = {f.name: sum(getattr(r, f.name) for r in reports) for f in fields(cls)
                   if f.type in ("int", int)}

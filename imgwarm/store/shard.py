@@ -55,9 +55,17 @@ class Shard:
         end = self.index * len(every) // self.count
         return every[start:end]
 
-    def holds(self, path: str, layout: Layout) -> bool:
-        """Whether a variant path's first-level folder is in this slice."""
-        return self.is_whole or path.split("/", 1)[0] in self.tops(layout)
-
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+
+def merged_shard(shards: list[str]) -> str:
+    """"1/1" when ``shards`` are every slice of one count once, else them joined."""
+    try:
+        parsed = [Shard.parse(s) for s in shards]
+    except ValueError:
+        return ",".join(shards)
+    counts = {s.count for s in parsed}
+    if len(counts) == 1 and sorted(s.index for s in parsed) == list(range(1, counts.pop() + 1)):
+        return "1/1"
+    return ",".join(shards)
