@@ -185,3 +185,15 @@ def test_gc_full_slices_do_what_the_whole_pass_does(broken: Site) -> None:
         if count > 1:
             s.manifests.references.mark_built()  # what the fan-out does after the last
         assert state(sliced) == end, count
+
+
+def test_the_cli_runs_a_slice(broken: Site) -> None:
+    done = Cli()("fsck", "--shard", "2/3", "--json", "--now", str(NOW), env=broken.env())
+    found = json.loads(done.stdout)
+    assert done.exit_code == 1 and found["shard"] == "2/3"
+    again = check(stores(broken.settings), now=NOW, shard=Shard(2, 3)).to_object()
+    assert compared(found) == compared(again)
+    done = Cli()("gc", "--full", "--shard", "3/3", "--dry-run", "--json", "--now", str(NOW),
+                 env=broken.env())
+    assert done.exit_code == 0 and json.loads(done.stdout)["shard"] == "3/3"
+    assert json.loads(done.stdout)["tiers"] is None  # a slice does the origin only
