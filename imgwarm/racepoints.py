@@ -12,7 +12,7 @@ The points (name: the moment just after):
     reclaim.read          a variant's claims were looked up (none) and its bytes read, before
                           it is removed
     gc.records_read       a full pass has read every record, before it lists the claims
-    gc.claims_listed      a full pass has listed the claims, before it sets them right
+    gc.claims_listed      a full pass has listed the claims (of a folder), before it sets them right
     gc.candidates         the candidates are known, before any is removed
     warm.listed           warm --full has listed a tier, before it removes strays
 """
