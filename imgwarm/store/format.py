@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
 from imgwarm.exceptions import FormatTooNew, ObjectTooLarge, StorageError
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Key
 
 STORE_FORMAT: int = 1  # the newest store format this code reads and writes
@@ -171,6 +172,7 @@ class FormatGate:
         ``before_create`` runs first: whatever it finds (an empty manifest store) was so
         before any process could write in this format, since every writer passes this gate,
         which writes the record before anything else is written."""
+        reached("format.absent")
         if self.before_create is not None:
             self.before_create()
         self.store.create(FORMAT_RECORD, FormatRecord.current().to_json())

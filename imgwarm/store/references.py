@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.exceptions import ObjectTooLarge
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
 from imgwarm.store.listing import empty, sharded, written
@@ -152,6 +153,7 @@ class References:
         an empty listing here was empty before any of them; the marker goes first, so a
         crash between the two leaves an empty store built, never a used one unbuilt."""
         if empty(self.store):
+            reached("references.empty")
             self.mark_built()
 
     def mark_built(self) -> None:
