@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from imgwarm.config import Settings
     from imgwarm.lifecycle.fanout import FanOut
     from imgwarm.lifecycle.fsck import FsckReport
+    from imgwarm.store.shard import Shard
 
 
 @command()
@@ -79,6 +80,9 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
               "references right. The first gc of a store does it by itself.")
 @click.option("--dry-run", is_flag=True, help="Print what would go and the bytes; change "
               "nothing.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="With --full: do slice I of N (the variants of its share of the shard "
+              "folders); N runs, one a machine, do together what one whole pass does.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
 @click.option("--queue", "queued", is_flag=True,
               help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
@@ -89,7 +93,8 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
-       now: float | None, queued: bool, shards: int, as_json: bool) -> None:
+       shard: str | None, now: float | None, queued: bool, shards: int,
+       as_json: bool) -> None:
     """Remove the variants that no manifest names any more (a settings change, a source made
     again) once they have been unnamed for longer than the grace period: from the origin,
     and from this machine's cache tiers when it has them (found in warm's index).
@@ -108,8 +113,13 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         seconds = parse_duration(grace, zero=True) if grace is not None else None
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--grace") from None
+    slice_ = _shard(shard)
+    if slice_ is not None and not full:
+        raise click.BadParameter("a slice is of a full pass: add --full", param_hint="--shard")
     if queued and not full:
         raise click.UsageError("--queue needs --full (a usual gc looks only at what changed)")
+    if queued and slice_ is not None:
+        raise click.UsageError("--queue runs every slice (--shards N): give no --shard")
     if queued:
         done = _fan_out("gc", settings, shards, as_json, {
             "grace": seconds, "now": now, "dry_run": dry_run})
@@ -118,12 +128,14 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     else:
         with bars(as_json, "looking") as progress:
             report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
-                         progress=progress)
+                         progress=progress, shard=slice_)
     if as_json:
         click.echo(json_text(done.to_object() if queued else report.to_object()))
     else:
         for path in report.paths:
             click.echo(printable(f"{'would remove' if dry_run else 'removed'} {path}"))
+        if report.removed > len(report.paths):
+            click.echo(f"(the first {len(report.paths):,} of {report.removed:,} shown)")
         for path in report.damaged_records:  # skipped: make its source again
             click.echo(printable(f"damaged {path}"))
         click.echo(printable(report.line()))
@@ -137,6 +149,10 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
               help="Set right what is safe to: add the missing claims, drop the dangling "
               "ones (gc's grace then starts now), make sources with a missing file again "
               "from their originals.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Check slice I of N (the variants of its share of the shard folders; "
+              "every record is still read); N runs, one a machine, find together what one "
+              "whole check finds.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
 @click.option("--queue", "queued", is_flag=True,
               help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
@@ -146,7 +162,8 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
               metavar="N", help="With --queue: how many slices (jobs) the pass is cut into.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
-def fsck(ctx: click.Context, /, repair: bool, now: float | None, queued: bool, shards: int,
+def fsck(ctx: click.Context, /, repair: bool, shard: str | None, now: float | None,
+         queued: bool, shards: int,
          as_json: bool) -> None:
     """Check the store: read every manifest and claim and list the origin, and report each
     kind of bad state with its count and paths:
@@ -170,7 +187,10 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, queued: bool, s
     from imgwarm.lifecycle.fsck import FsckReport, check
     from imgwarm.store import Stores
 
+    slice_ = _shard(shard)
     settings = load(ctx)
+    if queued and slice_ is not None:
+        raise click.UsageError("--queue runs every slice (--shards N): give no --shard")
     if queued:
         done = _fan_out("fsck", settings, shards, as_json, {"repair": repair, "now": now})
         report = done.report
@@ -178,7 +198,7 @@ def fsck(ctx: click.Context, /, repair: bool, now: float | None, queued: bool, s
     else:
         with bars(as_json, "checking") as progress:
             report = check(Stores.for_settings(settings.store), repair=repair, now=now,
-                           settings=settings, progress=progress)
+                           settings=settings, progress=progress, shard=slice_)
     if as_json:
         click.echo(json_text(done.to_object() if queued else report.to_object()))
     else:
@@ -198,6 +218,18 @@ def _fan_out(kind: str, settings: Settings, shards: int, as_json: bool,
 
     with bars(as_json, f"{kind} on the workers") as progress:
         return fan_out(kind, settings, shards=shards, options=options, progress=progress)
+
+
+def _shard(text: str | None) -> Shard | None:
+    """``--shard I/N`` parsed; a usage error (exit 2) with its one line."""
+    from imgwarm.store.shard import Shard
+
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--shard") from None
 
 
 def _found_lines(report: FsckReport) -> list[str]:

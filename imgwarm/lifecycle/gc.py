@@ -26,10 +26,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from pathlib import PurePosixPath
 from typing import Any
 
 from imgwarm.config import Settings
+from imgwarm.lifecycle.spool import GONE, NAMED, Spool
 from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores
@@ -38,10 +40,12 @@ from imgwarm.store.listing import listed_times, sharded, written
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
+from imgwarm.store.shard import Shard
 
 STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
 THREADS = 16  # candidates looked at in flight (each a few round trips on S3)
 Progress = Callable[[str, int, int], None]
+PATHS_KEPT = 100_000  # removed paths a report keeps (its counts stay exact): bounded memory
 Candidate = tuple[str, float, bool]  # variant path, unnamed since, a tombstone's (no grace)
 
 
@@ -62,18 +66,50 @@ class GcReport:
     claims_removed: int = 0  # full: markers no manifest stood behind
     damaged: int = 0  # full: records that could not be read (skipped; their claims kept)
     damaged_records: list[str] = field(default_factory=list)  # full: theirs, in the store
-    paths: list[str] = field(default_factory=list)  # what went (or would go)
-    tiers: dict[str, Any] | None = None  # the cache tiers' part (cache/collect.py)
+    paths: list[str] = field(default_factory=list)  # what went (or would go): the first
+    tiers: dict[str, Any] | None = None  # PATHS_KEPT; the cache tiers' part (cache/collect.py)
+    shard: str = "1/1"  # full: the slice (its first-level folders of the variants)
     seconds: float = 0.0
 
+    def note(self, path: str) -> None:
+        """A variant that went (counted by the caller): kept while there is room."""
+        if len(self.paths) < PATHS_KEPT:
+            self.paths.append(path)
+
     def to_object(self) -> dict[str, Any]:
-        return dict(vars(self))
+        return {**vars(self), "paths_kept": PATHS_KEPT}
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> GcReport:
+        """A report from its ``to_object`` (a slice's, sent back by a worker)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+    @classmethod
+    def merged(cls, reports: list[GcReport]) -> GcReport:
+        """The union of slices: counts added, paths concatenated and sorted; ``shard`` is
+        "1/1" when they are every slice of one count; the seconds of the longest; the
+        tiers' part of the first slice that has one (a slice runs the origin's part)."""
+        from imgwarm.lifecycle.fsck import merged_shard
+
+        first = reports[0] if reports else cls()
+        counts = {f.name: sum(getattr(r, f.name) for r in reports) for f in fields(cls)
+                  if f.type in ("int", int)}
+        return cls(dry_run=any(r.dry_run for r in reports), full=any(r.full for r in reports),
+                   grace=first.grace, **counts,
+                   damaged_records=sorted(p for r in reports for p in r.damaged_records),
+                   paths=sorted(p for r in reports for p in r.paths),
+                   tiers=next((r.tiers for r in reports if r.tiers is not None), None),
+                   shard=merged_shard([r.shard for r in reports]),
+                   seconds=max((r.seconds for r in reports), default=0.0))
 
     def line(self) -> str:
         would = "would remove" if self.dry_run else "removed"
         text = (f"gc: {would} {self.removed:,} variant(s) ({self.removed_bytes / (1 << 20):,.1f}"
                 f" MiB) from the origin; {self.waiting:,} unnamed within the grace period, "
                 f"{self.named:,} named again; {self.looked_at:,} looked at")
+        if self.shard != "1/1":
+            text += f"; slice {self.shard}"
         if self.full:
             text += (f"; full pass: {self.listed:,} variants, {self.manifests:,} records, "
                      f"claims +{self.claims_added:,} -{self.claims_removed:,}")
@@ -86,31 +122,47 @@ class GcReport:
 
 
 def collect(stores: Stores, *, grace: float, now: float | None = None, full: bool = False,
-            dry_run: bool = False, progress: Progress | None = None) -> GcReport:
-    """One gc of the origin (see the module's docstring); FormatTooNew first when the store
-    is newer than this code removes from (or reads, for a dry run)."""
+            dry_run: bool = False, progress: Progress | None = None,
+            shard: Shard | None = None) -> GcReport:
+    """One gc of the origin (see the module's docstring), or with ``full`` one slice of the
+    full pass (``shard``: the variants in its first-level folders); FormatTooNew first when
+    the store is newer than this code removes from (or reads, for a dry run)."""
+    if shard is not None and not shard.is_whole and not full:
+        raise ValueError(f"gc --shard {shard}: a slice is of a full pass (--full)")
     stores.check(READ if dry_run else WRITE)
     started = time.monotonic()
     now = time.time() if now is None else now
     references = stores.manifests.references
-    report = GcReport(dry_run=dry_run, full=full or not references.built(), grace=grace)
-    listed: dict[str, set[str]] | None = None  # the claims, from the full pass's listing
+    report = GcReport(dry_run=dry_run, full=full or not references.built(), grace=grace,
+                      shard=str(shard or Shard.whole()))
+    tick = progress or (lambda *_: None)
     if report.full:
-        candidates, listed = _full_pass(stores, report, now)
+        _full_pass(stores, report, now, shard or Shard.whole(), tick)
     else:
         candidates = [(path, since, False) for path, since in references.dropped()]
-    report.looked_at = len(candidates)
-    reached("gc.candidates")
-    tick = progress or (lambda *_: None)
-    # On S3 each look-up is a request: past about one a top folder, one listing of every
-    # claim (a page a top folder, in parallel) costs less than two look-ups a candidate.
-    if not references.local and len(candidates) >= len(stores.layout.tops()):
-        _batched(stores, report, candidates, listed or references.by_variant(), now, tick)
-    else:
-        _one_by_one(stores, report, candidates, now, tick)
+        report.looked_at = len(candidates)
+        reached("gc.candidates")
+        _remove(stores, report, candidates, None, now, tick)
     report.paths.sort()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _remove(stores: Stores, report: GcReport, candidates: list[Candidate],
+            listed: tuple[list[str], dict[str, set[str]]] | None, now: float,
+            tick: Progress) -> None:
+    """The candidates that may go, removed. ``listed``: the first-level folders the full
+    pass listed the claims of, and those claims (path -> digests)."""
+    references = stores.manifests.references
+    tops = listed[0] if listed else None
+    # On S3 each look-up is a request: past about one a top folder, one listing of every
+    # claim (a page a top folder, in parallel) costs less than two look-ups a candidate.
+    folders = len(tops) if tops is not None else len(stores.layout.tops())
+    if not references.local and candidates and len(candidates) >= folders:
+        claims = listed[1] if listed else references.by_variant()
+        _batched(stores, report, candidates, claims, now, tick, tops)
+    else:
+        _one_by_one(stores, report, candidates, now, tick)
 
 
 def _one_by_one(stores: Stores, report: GcReport, candidates: list[Candidate], now: float,
@@ -143,7 +195,7 @@ def _one_by_one(stores: Stores, report: GcReport, candidates: list[Candidate], n
 
 def _batched(stores: Stores, report: GcReport, candidates: list[Candidate],
              claims: dict[str, set[str]], now: float,
-             tick: Callable[[str, int, int], None]) -> None:
+             tick: Callable[[str, int, int], None], tops: list[str] | None) -> None:
     """The claims from one listing before and one after (``reclaim_listed``)."""
     references = stores.manifests.references
     named = [path for path, _, _ in candidates if claims.get(path)]
@@ -151,8 +203,8 @@ def _batched(stores: Stores, report: GcReport, candidates: list[Candidate],
                  (path, since, urgent and _taken_down(stores.manifests, path))
                  for path, since, urgent in candidates if not claims.get(path))
              if urgent or since <= now - report.grace]
-    report.waiting = len(candidates) - len(named) - len(going)
-    report.named = len(named)
+    report.waiting += len(candidates) - len(named) - len(going)
+    report.named += len(named)
     paths = [path for path, _ in going]
     counted = len(candidates) - len(paths)
 
@@ -165,7 +217,7 @@ def _batched(stores: Stores, report: GcReport, candidates: list[Candidate],
                 lambda p: stores.origin.size(p) or 0, paths), strict=True))
         ticked(len(paths))
     else:
-        freed = reclaim_listed(stores.origin, references, paths, ticked)
+        freed = reclaim_listed(stores.origin, references, paths, ticked, tops)
         with ThreadPoolExecutor(THREADS) as pool:  # gone or named: nothing left for gc
             list(pool.map(references.forget_dropped, named + paths))
     for path, urgent in going:
@@ -182,33 +234,60 @@ def _count(report: GcReport, path: str, freed: int | None, outcome: str, urgent:
         report.removed += 1
         report.removed_bytes += freed
         report.taken_down += urgent
-        report.paths.append(path)
+        report.note(path)
 
 
-def _full_pass(stores: Stores, report: GcReport, now: float
-               ) -> tuple[list[Candidate], dict[str, set[str]]]:
-    """Every record and every variant, compared; the claims set right. Returns the
-    candidates (path, unnamed since, a tombstone's) and the claims (path -> digests)."""
+def _full_pass(stores: Stores, report: GcReport, now: float, shard: Shard,
+               tick: Progress) -> None:
+    """Every record and every variant (of the slice's folders), compared; the claims set
+    right; what may go removed. In bounded memory: one streaming read of the records
+    spools their (variant, source) pairs and tombstones' variants by the variant's
+    first-level folder; then each folder is done alone (its claims, drop markers and
+    variants listed, compared, set right, its candidates removed)."""
+    manifests = stores.manifests
+    with Spool(stores.layout, shard) as spool:
+        mine = set(spool.tops)
+        seen = len(manifests.damaged)
+        for record in manifests.everything():
+            digest = key_digest(record.key)
+            report.manifests += manifests.layout.folder_for(digest).parts[0] in mine
+            if isinstance(record, Manifest):
+                for variant in record.variants:
+                    spool.add(NAMED, variant.path, digest)
+            elif isinstance(record, Tombstone):
+                for path in record.variants:
+                    spool.add(GONE, path)
+        reached("gc.records_read")
+        found = sorted({str(p) for p in manifests.damaged[seen:]})
+        damaged = {PurePosixPath(p).stem for p in found}  # unread: their claims stand
+        report.damaged_records = [p for p in found if PurePosixPath(p).parts[0] in mine]
+        report.damaged = len(report.damaged_records)
+        folders = spool.folders()
+        for done, top in enumerate(folders, start=1):
+            _folder(stores, report, spool, top, damaged, now, tick)
+            tick("folders", done, len(folders))
+    if not report.dry_run and shard.is_whole:
+        # every manifest's markers exist: only a whole pass can say so (a slice set right
+        # its folders alone; the fan-out marks it once every slice ended, see fanout.py)
+        manifests.references.mark_built()
+
+
+def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, damaged: set[str],
+            now: float, tick: Progress) -> None:
+    """One first-level folder of the full pass."""
     references = stores.manifests.references
+    manifests = stores.manifests
     named: dict[str, set[str]] = {}  # variant path -> digests of the sources naming it
     gone: set[str] = set()  # variants of tombstones
-    manifests = stores.manifests
-    for record in manifests.everything():
-        report.manifests += 1
-        if isinstance(record, Manifest):
-            digest = key_digest(record.key)
-            for variant in record.variants:
-                named.setdefault(variant.path, set()).add(digest)
-        elif isinstance(record, Tombstone):
-            gone.update(record.variants)
-    reached("gc.records_read")
+    for kind, path, digest, _ in spool.read(top):
+        if kind == NAMED:
+            named.setdefault(path, set()).add(digest)
+        else:
+            gone.add(path)
     times = listed_times(stores.origin)  # else looked up for the few that need it
     claims: dict[str, set[str]] = {}
-    damaged = {p.stem for p in manifests.damaged}  # unread: their claims stand
-    report.damaged = len(damaged)
-    report.damaged_records = sorted({str(p) for p in manifests.damaged})
     released: set[str] = set()  # variants whose last claim goes now: their grace starts now
-    listed = list(references.claimed(times=times))
+    listed = list(references.claimed(times=times, tops=[top])) if top else []
     reached("gc.claims_listed")
     # The records were read before the claims were listed, and a source may have been made
     # again in between: a claim is removed or added only after its record, read again as it
@@ -227,20 +306,22 @@ def _full_pass(stores: Stores, report: GcReport, now: float
             released.add(path)
             if not report.dry_run:
                 references.release_digest(digest, path)
-    for path, digests in named.items():
-        for digest in digests - claims.get(path, set()):
+    for path, digests in sorted(named.items()):
+        for digest in sorted(digests - claims.get(path, set())):
             if path not in _named_now(manifests, digest):
                 continue  # made again since it was read: its own put noted the drop
             report.claims_added += 1
             claims.setdefault(path, set()).add(digest)
             if not report.dry_run:
                 references.claim_digest(digest, path)
+    if not top:
+        return  # paths outside the shard folders: never listed, never removed
     released = {path for path in released if not claims.get(path)}
     if released and not report.dry_run:  # the clock of the grace period starts now
         references.note_dropped(sorted(released))
-    dropped = dict(references.dropped())
+    dropped = dict(references.dropped(tops=[top]))
     candidates: list[Candidate] = []
-    for key, written_at in sharded(stores.origin, stores.layout, times=times):
+    for key, written_at in sharded(stores.origin, stores.layout, times=times, tops=[top]):
         path = str(key)
         if not stores.layout.holds(path):
             continue  # an original, or a file of another kind: never a variant
@@ -254,8 +335,9 @@ def _full_pass(stores: Stores, report: GcReport, now: float
     if not report.dry_run:
         for path in dropped:  # markers of variants no longer there
             references.forget_dropped(path)
-        references.mark_built()
-    return candidates, claims
+    report.looked_at += len(candidates)
+    reached("gc.candidates")
+    _remove(stores, report, candidates, ([top], claims), now, tick)
 
 
 def _taken_down(manifests: ManifestStore, path: str) -> bool:
@@ -273,15 +355,19 @@ def _named_now(manifests: ManifestStore, digest: str) -> set[str]:
 
 
 def gc(settings: Settings, *, grace: float | None = None, now: float | None = None,
-       full: bool = False, dry_run: bool = False, progress: Progress | None = None) -> GcReport:
+       full: bool = False, dry_run: bool = False, progress: Progress | None = None,
+       shard: Shard | None = None) -> GcReport:
     """gc of the origin, then of this machine's tiers when it has them (``cache_state``
-    holds a warm index). ``grace`` defaults to the ``gc_grace`` setting."""
+    holds a warm index; not for a slice of a full pass, ``shard``: the tiers are this
+    machine's, not the slice's). ``grace`` defaults to the ``gc_grace`` setting."""
     from imgwarm.cache.collect import collect_tiers  # the tiers' part: only on a cache server
 
     grace = settings.store.gc_grace if grace is None else grace
     now = time.time() if now is None else now
     report = collect(Stores.for_settings(settings.store), grace=grace, now=now, full=full,
-                     dry_run=dry_run, progress=progress)
+                     dry_run=dry_run, progress=progress, shard=shard)
+    if shard is not None and not shard.is_whole:
+        return report
     started = time.monotonic()
     report.tiers = collect_tiers(settings, grace=grace, now=now, dry_run=dry_run)
     report.seconds += time.monotonic() - started

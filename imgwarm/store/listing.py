@@ -4,8 +4,9 @@ answers many pages at once instead of one after the other (each page is a round 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.exceptions import StorageError
@@ -17,12 +18,15 @@ S3_LISTINGS = 16  # listings in flight
 LOCAL_LISTINGS = 2  # a local walk is threaded already (LocalStore.files)
 
 
-def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True
-            ) -> Iterator[tuple[PurePosixPath, float]]:
-    """Every file in the shard folders below ``under``, with the time it was written (0.0
+def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True,
+            tops: Iterable[str] | None = None) -> Iterator[tuple[PurePosixPath, float]]:
+    """Every file in the shard folders below ``under`` (only the first-level folders
+    ``tops`` when given: a slice's, or one at a time), with the time it was written (0.0
     unless ``times``: a local file's costs a stat); files beside the shard folders (a
-    journal, markers of other kinds) are not listed."""
-    tops = [f"{under}/{top}" if under else top for top in layout.tops()]
+    journal, markers of other kinds) are not listed. Folder after folder, in the order of
+    ``tops``: a caller can stream one at a time."""
+    chosen = layout.tops() if tops is None else list(tops)
+    tops = [f"{under}/{top}" if under else top for top in chosen]
     local = isinstance(store, LocalStore)
 
     def listed(top: str) -> list[tuple[PurePosixPath, float]]:
@@ -30,9 +34,15 @@ def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True
             return list(store.stamped(top))
         return [(key, 0.0) for key in store.files(top)]
 
-    with ThreadPoolExecutor(LOCAL_LISTINGS if local else S3_LISTINGS) as pool:
-        for found in pool.map(listed, tops):
-            yield from found
+    threads = LOCAL_LISTINGS if local else S3_LISTINGS
+    with ThreadPoolExecutor(threads) as pool:  # (never all at once: map would hold them all)
+        waiting: deque[Future[list[tuple[PurePosixPath, float]]]] = deque()
+        for top in tops:
+            waiting.append(pool.submit(listed, top))
+            if len(waiting) > threads:
+                yield from waiting.popleft().result()
+        while waiting:
+            yield from waiting.popleft().result()
 
 
 def listed_times(store: Store) -> bool:

@@ -60,11 +60,13 @@ def _put_back(origin: Store, path: str, data: bytes) -> None:
 
 
 def reclaim_listed(origin: Store, references: References, paths: list[str],
-                   tick: Callable[[int], None]) -> dict[str, int | None]:
+                   tick: Callable[[int], None], tops: list[str] | None = None
+                   ) -> dict[str, int | None]:
     """Remove variants that a listing of the claims showed named by none; per path, the
     bytes freed (0: not there) or None (claimed meanwhile: put back). ``tick`` counts them.
     A removal that fails does not stop the others, nor the look after them: the first
-    error is raised once every removed file was checked (and put back where claimed)."""
+    error is raised once every removed file was checked (and put back where claimed).
+    ``tops``: the first-level folders the paths are in, when known (only theirs listed)."""
     errors: list[BaseException] = []
     spool = tempfile.mkdtemp(prefix="imgwarm-reclaim-")
     lost: list[str] = []  # removed, claimed (or not known not to be), and not put back
@@ -100,7 +102,7 @@ def reclaim_listed(origin: Store, references: References, paths: list[str],
             tick(done)
     try:
         try:
-            claimed = references.by_variant()  # listed after every removal: misses no claim
+            claimed = references.by_variant(tops)  # listed after every removal: misses no claim
         except BaseException:  # cannot tell which were claimed meanwhile: all go back
             for number, path in enumerate(paths):
                 if freed[path]:

@@ -85,16 +85,19 @@ class References:
         """The digests of the sources that name the variant at ``path``."""
         return {found.name for found in self.store.files(f"{REFS}/{path}")}
 
-    def claimed(self, *, times: bool = True) -> Iterator[tuple[str, str, float]]:
-        """Every marker: (variant path, source digest, when it was written: 0.0 unless
-        ``times`` where the listing does not give it, see ``written``)."""
-        for marker, when in sharded(self.store, self.layout, REFS, times=times):
+    def claimed(self, *, times: bool = True, tops: Iterable[str] | None = None
+                ) -> Iterator[tuple[str, str, float]]:
+        """Every marker (of the variants in the first-level folders ``tops`` when given):
+        (variant path, source digest, when it was written: 0.0 unless ``times`` where the
+        listing does not give it, see ``written``)."""
+        for marker, when in sharded(self.store, self.layout, REFS, times=times, tops=tops):
             yield str(PurePosixPath(*marker.parts[1:-1])), marker.name, when
 
-    def by_variant(self) -> dict[str, set[str]]:
-        """Every marker from one listing (in parallel pages): variant path -> digests."""
+    def by_variant(self, tops: Iterable[str] | None = None) -> dict[str, set[str]]:
+        """Every marker (under ``tops`` when given) from one listing (in parallel pages):
+        variant path -> digests."""
         found: dict[str, set[str]] = {}
-        for path, digest, _ in self.claimed(times=False):
+        for path, digest, _ in self.claimed(times=False, tops=tops):
             found.setdefault(path, set()).add(digest)
         return found
 
@@ -123,11 +126,11 @@ class References:
         said = raw.decode("ascii", "replace").strip()
         return said if re.fullmatch(r"[0-9a-f]{32}", said) else ""  # else: not ours to trust
 
-    def dropped(self) -> Iterator[tuple[str, float]]:
+    def dropped(self, tops: Iterable[str] | None = None) -> Iterator[tuple[str, float]]:
         """Variants that lost a reference, and when they last did. A marker whose path has
         no variant's shape (made by hand: imgwarm writes none) is passed over: gc would
         otherwise remove whatever file it names, an original included."""
-        for marker, when in sharded(self.store, self.layout, DROPPED):
+        for marker, when in sharded(self.store, self.layout, DROPPED, tops=tops):
             path = str(PurePosixPath(*marker.parts[1:]))
             if self.layout.holds(path):
                 yield path, when

@@ -66,7 +66,8 @@ def test_a_variant_removed_by_hand_is_reported_and_made_again(site: Site) -> Non
     lost = manifest.variants[1]
     stores(site).origin.delete(lost.path)
     code, found = fsck(site)
-    assert code == 1 and found["missing"] == {"count": 1, "paths": [lost.path], "repaired": []}
+    assert code == 1 and found["missing"] == {"count": 1, "paths": [lost.path], "repaired": [],
+                                     "repaired_count": 0}
     assert found["sources"] == {manifest.key: [lost.path]} and found["left"] == 1
     text = Cli()("fsck", env=site.env())
     assert text.exit_code == 1 and f"missing    {lost.path}" in text.stdout
@@ -176,7 +177,7 @@ def test_a_damaged_record_is_counted_and_its_claims_stand(site: Site) -> None:
     now = time.time() + 2 * STALE_CLAIM  # its claims would be old: still not dangling
     code, found = fsck(site, "--repair", "--now", str(now))
     assert code == 1 and found["damaged"] == {"count": 1, "paths": [str(record)],
-                                              "repaired": []}
+                                              "repaired": [], "repaired_count": 0}
     assert found["dangling"]["count"] == 0 and found["found"] == 1
     assert {p for p, d in claims(site) if d == key_digest(manifest.key)} == {
         v.path for v in manifest.variants}
