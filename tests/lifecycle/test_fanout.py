@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LIMITS = {"visibility_timeout": "300", "task_soft_time_limit": "60", "task_time_limit": "90",
           "retry_backoff_max": "2"}
 LATER = time.time() + 3 * 86400  # the clock of every pass: every claim is old, grace over
+FILES = 2  # a tiny source's variants: one width, WebP and JPEG
 VOLATILE = {"seconds", "shard", "shards", "failed_slices", "tiers"}
 
 
@@ -37,6 +38,7 @@ def made_store(root: Path, redis: RedisServer) -> Queue:
     """A local store of 8 sources made by the CLI, then broken in every way fsck names:
     a variant file gone (missing), a claim gone (unclaimed), a record gone (its claims
     dangling, its variants named by none: gc's), a record damaged."""
+    root.mkdir()
     queue = Queue(root, redis, None, **LIMITS)
     sources = root / "src"
     sources.mkdir()
@@ -58,6 +60,7 @@ def made_store(root: Path, redis: RedisServer) -> Queue:
 
 def copied(queue: Queue, to: Path, redis: RedisServer) -> Queue:
     """Another queue on a copy of the store (times kept: claims as old as the original's)."""
+    to.mkdir()
     for folder in ("origin", "manifest"):
         shutil.copytree(queue.workdir / folder, to / folder)
     return Queue(to, redis, None, **LIMITS)
@@ -82,7 +85,7 @@ def test_fsck_on_the_workers_in_three_slices_reports_what_a_whole_fsck_does(
     assert whole_exit == 1
     assert {kind: whole[kind]["count"] for kind in ("missing", "unclaimed", "dangling",
                                                     "damaged")} == \
-        {"missing": 1, "unclaimed": 1, "dangling": 4, "damaged": 1}
+        {"missing": 1, "unclaimed": 1, "dangling": FILES, "damaged": 1}
     store.worker("--concurrency", "2")
     store.worker("--concurrency", "1")
     queued_exit, queued = run_json(store, "fsck", "--queue", "--shards", "3")
@@ -97,7 +100,7 @@ def test_gc_full_on_the_workers_removes_what_a_whole_gc_full_does(
     other = copied(store, tmp_path / "b", redis_server)
     try:
         whole_exit, whole = run_json(store, "gc", "--full", "--grace", "0")
-        assert whole_exit == 0 and whole["removed"] == 4  # the unnamed source's variants
+        assert whole_exit == 0 and whole["removed"] == FILES  # the unnamed source's
         other.worker("--concurrency", "2")
         queued_exit, queued = run_json(other, "gc", "--full", "--grace", "0", "--queue",
                                        "--shards", "3")
