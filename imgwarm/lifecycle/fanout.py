@@ -7,6 +7,7 @@ module knows nothing of Celery."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,27 +65,28 @@ class FanOut:
 
     def to_object(self) -> dict[str, Any]:
         return {**self.report.to_object(), "shards": self.shards,
-                "failed_slices": dict(sorted(self.failed.items(), key=_order))}
+                "failed_slices": {name: self.failed[name] for name in _ordered(self.failed)}}
 
     def line(self) -> str:
         """The summary's last line: the slices, and which failed."""
         done = self.shards - len(self.failed)
         text = f"{self.kind} --queue: {done} of {self.shards} slice(s) done"
         if self.failed:
-            text += "; FAILED: " + ", ".join(sorted(self.failed, key=lambda s: _order((s, ""))))
+            text += "; FAILED: " + ", ".join(_ordered(self.failed))
             text += " (their part is not in the summary: run them again, e.g. --shard I/N)"
         return text
 
 
-def _order(item: tuple[str, str]) -> int:
-    return int(item[0].partition("/")[0])
+def _ordered(names: Iterable[str]) -> list[str]:
+    """Slices "I/N" by I."""
+    return sorted(names, key=lambda name: int(name.partition("/")[0]))
 
 
 def merge(kind: str, shards: int, ended: dict[str, dict[str, Any]],
           failed: dict[str, str]) -> FanOut:
     """The slices' reports (slice -> ``to_object``) merged into one; ``failed``: the slices
     that did not end well, and why."""
-    order = sorted(ended, key=lambda name: _order((name, "")))
+    order = _ordered(ended)
     merged: FsckReport | GcReport
     if kind == "fsck":
         merged = FsckReport.merged([FsckReport.from_object(ended[name]) for name in order])
