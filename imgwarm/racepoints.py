@@ -5,6 +5,9 @@ time up to that long instead: the concurrency test's processes then interleave a
 these moments far more often than by chance. Unset, a point costs one dictionary lookup.
 
 The points (name: the moment just after):
+    format.absent         a first write found no format record, before it looks whether the
+                          manifest store is empty (references.json) and creates the record
+    references.empty      that look found the manifest store empty, before references.json
     optimize.claimed      a source's new variants are claimed, before they are written
     optimize.written      its variants are written, before its manifest is
     manifest.written      a record is written, before the journal says so

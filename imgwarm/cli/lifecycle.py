@@ -3,7 +3,7 @@ variants nobody names reclaimed after a grace period; a store's bad states found
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -13,6 +13,8 @@ from imgwarm.cli.setting import SettingOption
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
+    from imgwarm.config import Settings
+    from imgwarm.lifecycle.fanout import FanOut
     from imgwarm.lifecycle.fsck import FsckReport
     from imgwarm.store.shard import Shard
 
@@ -82,10 +84,17 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
               help="With --full: do slice I of N (the variants of its share of the shard "
               "folders); N runs, one a machine, do together what one whole pass does.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
+@click.option("--queue", "queued", is_flag=True,
+              help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
+              "every slice a job; waits with progress and prints the merged summary when "
+              "the last slice ends, and which slices failed.")
+@click.option("--shards", type=click.IntRange(1, 4096), default=16, show_default=True,
+              metavar="N", help="With --queue: how many slices (jobs) the pass is cut into.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
-       shard: str | None, now: float | None, as_json: bool) -> None:
+       shard: str | None, now: float | None, queued: bool, shards: int,
+       as_json: bool) -> None:
     """Remove the variants that no manifest names any more (a settings change, a source made
     again) once they have been unnamed for longer than the grace period: from the origin,
     and from this machine's cache tiers when it has them (found in warm's index).
@@ -96,6 +105,7 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     Exit status: 0 when done, 1 when a part failed (the rest is done), 2 for usage errors.
     """
     from imgwarm.config.units import parse_duration
+    from imgwarm.lifecycle.gc import GcReport
     from imgwarm.lifecycle.gc import gc as run
 
     settings = load(ctx)
@@ -106,11 +116,21 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
     slice_ = _shard(shard)
     if slice_ is not None and not full:
         raise click.BadParameter("a slice is of a full pass: add --full", param_hint="--shard")
-    with bars(as_json, "looking") as progress:
-        report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
-                     progress=progress, shard=slice_)
+    if queued and not full:
+        raise click.UsageError("--queue needs --full (a usual gc looks only at what changed)")
+    if queued and slice_ is not None:
+        raise click.UsageError("--queue runs every slice (--shards N): give no --shard")
+    if queued:
+        done = _fan_out("gc", settings, shards, as_json, {
+            "grace": seconds, "now": now, "dry_run": dry_run})
+        report = done.report
+        assert isinstance(report, GcReport)
+    else:
+        with bars(as_json, "looking") as progress:
+            report = run(settings, grace=seconds, now=now, full=full, dry_run=dry_run,
+                         progress=progress, shard=slice_)
     if as_json:
-        click.echo(json_text(report.to_object()))
+        click.echo(json_text(done.to_object() if queued else report.to_object()))
     else:
         for path in report.paths:
             click.echo(printable(f"{'would remove' if dry_run else 'removed'} {path}"))
@@ -119,7 +139,9 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
         for path in report.damaged_records:  # skipped: make its source again
             click.echo(printable(f"damaged {path}"))
         click.echo(printable(report.line()))
-    ctx.exit(EXIT_OK)
+        if queued:
+            click.echo(printable(done.line()))
+    ctx.exit(EXIT_FAILED if queued and done.failed else EXIT_OK)
 
 
 @command()
@@ -132,9 +154,16 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
               "every record is still read); N runs, one a machine, find together what one "
               "whole check finds.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
+@click.option("--queue", "queued", is_flag=True,
+              help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
+              "every slice a job; waits with progress and prints the merged summary when "
+              "the last slice ends, and which slices failed.")
+@click.option("--shards", type=click.IntRange(1, 4096), default=16, show_default=True,
+              metavar="N", help="With --queue: how many slices (jobs) the pass is cut into.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def fsck(ctx: click.Context, /, repair: bool, shard: str | None, now: float | None,
+         queued: bool, shards: int,
          as_json: bool) -> None:
     """Check the store: read every manifest and claim and list the origin, and report each
     kind of bad state with its count and paths:
@@ -155,24 +184,40 @@ def fsck(ctx: click.Context, /, repair: bool, shard: str | None, now: float | No
     Exit status: 0 when the store is clean or everything found was repaired, 1 when
     problems are left, 2 for usage errors.
     """
-    from imgwarm.lifecycle.fsck import check
+    from imgwarm.lifecycle.fsck import FsckReport, check
     from imgwarm.store import Stores
 
     slice_ = _shard(shard)
     settings = load(ctx)
-    with bars(as_json, "checking") as progress:
-        report = check(Stores.for_settings(settings.store), repair=repair, now=now,
-                       settings=settings, progress=progress, shard=slice_)
+    if queued and slice_ is not None:
+        raise click.UsageError("--queue runs every slice (--shards N): give no --shard")
+    if queued:
+        done = _fan_out("fsck", settings, shards, as_json, {"repair": repair, "now": now})
+        report = done.report
+        assert isinstance(report, FsckReport)
+    else:
+        with bars(as_json, "checking") as progress:
+            report = check(Stores.for_settings(settings.store), repair=repair, now=now,
+                           settings=settings, progress=progress, shard=slice_)
     if as_json:
-        click.echo(json_text(report.to_object()))
+        click.echo(json_text(done.to_object() if queued else report.to_object()))
     else:
         for line in _found_lines(report):
             click.echo(printable(line))
         for what, why in sorted(report.unrepaired.items()):
             click.echo(printable(f"UNREPAIRED {what}: {why}"), err=True)
-        for line in [*report.lines(), report.line()]:
+        for line in [*report.lines(), report.line(), *([done.line()] if queued else [])]:
             click.echo(printable(line))
-    ctx.exit(EXIT_FAILED if report.left() else EXIT_OK)
+    ctx.exit(EXIT_FAILED if report.left() or (queued and done.failed) else EXIT_OK)
+
+
+def _fan_out(kind: str, settings: Settings, shards: int, as_json: bool,
+             options: dict[str, Any]) -> FanOut:
+    """``kind`` as ``shards`` jobs on the workers, with a bar of the slices ended."""
+    from imgwarm.workers.fanout import fan_out
+
+    with bars(as_json, f"{kind} on the workers") as progress:
+        return fan_out(kind, settings, shards=shards, options=options, progress=progress)
 
 
 def _shard(text: str | None) -> Shard | None:

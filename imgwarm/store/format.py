@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Protocol
 
 from imgwarm.exceptions import FormatTooNew, ObjectTooLarge, StorageError
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Key
 
 STORE_FORMAT: int = 1  # the newest store format this code reads and writes
@@ -126,6 +127,10 @@ class FormatGate:
         self.reads = 0  # how many times the record was read (what the check costs)
         self._lock = threading.Lock()
         self._known: tuple[float, FormatRecord | None] | None = None  # (when read, record)
+        # run before this gate writes a record where none is (the store's first write, or
+        # a 0.2.0 store's first by this code): store/origin.py marks the references built
+        # there when the manifest store is still empty (references.py ``start``)
+        self.before_create: Callable[[], None] | None = None
 
     def check(self, mode: str = WRITE, *, create: bool = True) -> FormatRecord:
         """The store's record (format 1 when it has none), or FormatTooNew when it is newer
@@ -162,7 +167,14 @@ class FormatGate:
     def _create(self) -> FormatRecord:
         """Write this code's record where none is. Two writers racing: one creates it, the
         other finds it there and reads it (an S3 put with If-None-Match: *; a hard link on a
-        local disk). Read back either way: what counts is what the store holds."""
+        local disk). Read back either way: what counts is what the store holds.
+
+        ``before_create`` runs first: whatever it finds (an empty manifest store) was so
+        before any process could write in this format, since every writer passes this gate,
+        which writes the record before anything else is written."""
+        reached("format.absent")
+        if self.before_create is not None:
+            self.before_create()
         self.store.create(FORMAT_RECORD, FormatRecord.current().to_json())
         self._known = None
         record = self._record()

@@ -80,7 +80,6 @@ class ManifestStore:
         if previous is _UNREAD:
             previous = self.record(record.key)
         old, new = named(previous), named(record)  # type: ignore[arg-type]
-        self.references.start()
         if not claimed:
             self.references.claim(record.key, sorted(new - old))
         path = self.key_path(record.key)

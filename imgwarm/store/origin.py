@@ -21,6 +21,7 @@ from imgwarm.store.format import FORMAT_RECORD, WRITE, FormatGate, FormatRecord
 from imgwarm.store.layout import Layout, safe_relative
 from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore
+from imgwarm.store.references import References
 
 S3_MANIFEST_FOLDER = ".imgwarm/manifests/"
 # What a variant's path could look like under any layout, loosely: hex shard folders, then a
@@ -64,6 +65,9 @@ class Stores:
         gate = FormatGate(LocalStore(settings.origin_root, fsync=settings.fsync),
                           f"origin {settings.origin_root}", refresh=settings.format_refresh)
         origin.guard = manifests.guard = gate
+        gate.before_create = References(
+            LocalStore(settings.manifest_root, max_entries=settings.max_dir_entries,
+                       fsync=settings.fsync), layout).start
         return cls(origin, ManifestStore(manifests, layout, journal), layout, gate)
 
     @classmethod
@@ -81,6 +85,9 @@ class Stores:
                           f"origin s3://{settings.s3_bucket}/{settings.s3_prefix}",
                           refresh=settings.format_refresh)
         origin.guard = manifests.guard = gate
+        gate.before_create = References(  # unguarded: it runs inside the gate
+            S3Store(client, settings.s3_bucket, settings.s3_prefix + S3_MANIFEST_FOLDER,
+                    cache_control=NO_CACHE), layout).start
         return cls(origin, ManifestStore(manifests, layout, S3ChangeLog(manifests)), layout,
                    gate)
 

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import PurePosixPath
 
 from imgwarm.exceptions import ObjectTooLarge
+from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
 from imgwarm.store.listing import empty, sharded, written
@@ -45,7 +46,6 @@ class References:
         self.layout = layout
         self.local = isinstance(store, LocalStore)
         self._built = False
-        self._started = False  # ``start`` looked
 
     def _each(self, call: Callable[[str], object], items: Iterable[str]) -> None:
         """``call`` on every variant path: in threads where each is a round trip (S3). A
@@ -62,7 +62,6 @@ class References:
 
     def claim(self, key: str, paths: Iterable[str]) -> None:
         """Say that ``key``'s source names these variants (before they are written)."""
-        self.start()
         digest = key_digest(key)
         self._each(lambda p: self.claim_digest(digest, p), paths)
 
@@ -149,13 +148,15 @@ class References:
         return self._built
 
     def start(self) -> None:
-        """Before a first record is written: a store that holds nothing yet has every
-        manifest's markers (none), so it starts built; one that holds anything may have
-        manifests from before markers, and waits for gc's full pass. Looked at once."""
-        if self._started or self.built():
-            return
-        self._started = True
+        """Before the store's format record is created (``FormatGate.before_create``, on an
+        unguarded store): a manifest store that holds nothing yet has every manifest's
+        markers (none), so it starts built; one that holds anything (a 0.2.0 store, which
+        has no format record) may have manifests from before markers, and waits for gc's
+        full pass. Race-free: no writer of this format writes before the record exists, so
+        an empty listing here was empty before any of them; the marker goes first, so a
+        crash between the two leaves an empty store built, never a used one unbuilt."""
         if empty(self.store):
+            reached("references.empty")
             self.mark_built()
 
     def mark_built(self) -> None:

@@ -161,12 +161,11 @@ class S3Store:
 
     def write(self, key: Key, data: bytes, *, replace: bool = False) -> bool:
         """Put the object with its Content-Type and Cache-Control; True when it was written.
-        An existing object is kept unless ``replace``: looked up first (no upload for what
-        is there), then created by a conditional PUT (a rival's object that lands between
-        the two is kept, and False returned)."""
+        An existing object is kept unless ``replace``: one conditional PUT, no look first (a
+        HEAD before each write doubled an upload's requests; what is written without
+        replace is named by its bytes or is an empty marker, so a server that ignored the
+        condition would put the same thing back)."""
         self._guard("write")
-        if not replace and self.exists(key):
-            return False
         object_key = self.object_key(key)
         content_type = MEDIA_TYPES.get(PurePosixPath(object_key).suffix.lower(),
                                        "application/octet-stream")
@@ -174,8 +173,9 @@ class S3Store:
 
     def create(self, key: Key, data: bytes) -> bool:
         """Put the object only where none is (If-None-Match: *); True when this call wrote
-        it. A server that does not honour the condition is asked first (a HEAD): two writers
-        racing there may both write, the later one's object standing."""
+        it. Looked up first (a HEAD; the format record, once a store): on a server that does
+        not honour the condition an older record must still not replace a newer one (two
+        writers racing there may both write, the later one's object standing)."""
         self._guard("write")
         if self.exists(key):
             return False

@@ -1,11 +1,13 @@
-"""The queue: a Celery app on a Redis broker and its two tasks, optimize and delete, thin
-wrappers around the library (the pipeline, the lifecycle).
+"""The queue: a Celery app on a Redis broker and its tasks, optimize, delete and slice (one
+slice of fsck or gc --full), thin wrappers around the library (the pipeline, the lifecycle).
 
     app.py     ``make_app(queue settings)``: the Celery app, for clients and workers
-    task.py    the optimize and delete tasks and ``worker_app(settings)``, what ``imgwarm
-               worker`` runs
+    task.py    the optimize, delete and slice tasks and ``worker_app(settings)``, what
+               ``imgwarm worker`` runs
     client.py  ``enqueue`` and ``enqueue_delete`` (also ``imgwarm.enqueue``...), ``Job.wait``,
                ``job_status``, ``ping`` (for ``imgwarm health``)
+    fanout.py  ``fan_out``: every slice of a store-wide pass a job, waited for and merged
+               (``fsck --queue``, ``gc --full --queue``)
 
 Arrows run one way: client and task use app; nothing here is imported by the library.
 """

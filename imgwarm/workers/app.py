@@ -13,6 +13,7 @@ from imgwarm.config import QueueSettings
 
 TASK_NAME = "imgwarm.optimize"
 DELETE_TASK = "imgwarm.delete"  # a takedown, for web apps (lifecycle/delete.py)
+SLICE_TASK = "imgwarm.slice"  # one slice of fsck or gc --full (lifecycle/fanout.py)
 QUEUED = "QUEUED"  # our state for a job on the queue that no worker has taken yet
 
 Role = Literal["client", "worker"]

@@ -25,7 +25,7 @@ from imgwarm.exceptions import (
     about,
 )
 from imgwarm.manifest import Credits
-from imgwarm.workers.app import DELETE_TASK, TASK_NAME, make_app
+from imgwarm.workers.app import DELETE_TASK, SLICE_TASK, TASK_NAME, make_app
 
 if TYPE_CHECKING:
     from imgwarm.events.out import Outbox
@@ -191,7 +191,7 @@ def run_delete(key: str, original: bool, settings: Settings, *,
 
 
 def register(app: Celery, settings: Settings) -> None:
-    """Add the optimize and delete tasks to a worker's app."""
+    """Add the optimize, delete and slice tasks to a worker's app."""
 
     starts = StartCounter(app, settings)
 
@@ -267,6 +267,43 @@ def register(app: Celery, settings: Settings) -> None:
             return run_delete(source_key, original, settings, when_gone=when_gone)
         except FormatTooNew as error:
             leave_for_newer(self, settings, error)
+
+    @app.task(  # type: ignore[untyped-decorator]
+        name=SLICE_TASK,
+        bind=True,
+        autoretry_for=(TransientStorageError,),
+        throws=(JobFailed,),
+        retry_backoff=1,
+        retry_backoff_max=int(settings.queue.retry_backoff_max),
+        retry_jitter=True,
+        max_retries=settings.queue.task_max_retries,
+    )
+    def slice_of(self: Any, kind: str, shard: str, repair: bool = False,
+                 grace: float | None = None, now: float | None = None,
+                 dry_run: bool = False) -> dict[str, Any]:
+        options = {"repair": repair, "grace": grace, "now": now, "dry_run": dry_run}
+        try:
+            return run_slice(kind, shard, settings, options)
+        except FormatTooNew as error:
+            leave_for_newer(self, settings, error)
+
+
+def run_slice(kind: str, shard: str, settings: Settings, options: dict[str, Any]
+              ) -> dict[str, Any]:
+    """One slice of fsck or gc --full: its report. Transient faults propagate (the task
+    retries them: the slice is done again, as a whole pass may be); anything else is a
+    JobFailed with its line, naming the slice."""
+    from imgwarm.lifecycle.fanout import run_slice as run
+
+    try:
+        return run(kind, shard, settings, **options)
+    except (TransientStorageError, FormatTooNew):
+        raise
+    except SoftTimeLimitExceeded:
+        raise JobFailed(f"{kind} slice {shard}: took longer than the queue's "
+                        "visibility_timeout (run it with more --shards)") from None
+    except (ImgwarmError, ValueError, TypeError) as error:
+        raise JobFailed(f"{kind} slice {shard}: {error}") from None
 
 
 def worker_app(settings: Settings) -> Celery:

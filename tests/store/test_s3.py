@@ -78,48 +78,38 @@ def test_server_away_is_transient(server: S3Endpoint, store: S3Store) -> None:
     assert store.read("a.jpg") is None  # back, and nothing was half-written
 
 
-def test_a_create_is_one_request_no_rival_write_is_lost(store: S3Store, server: S3Endpoint,
-                                                       bucket: str) -> None:
-    """Another writer's object landing between the look-up and the PUT is kept, and the
-    write says it did not create it: the PUT carries ``If-None-Match: *`` (AWS: "Uploads the
-    object only if the object key name does not already exist ... Otherwise, Amazon S3
-    returns a 412 Precondition Failed error", PutObject; the user guide's "conditional
-    writes"). Before, a look-up then a plain PUT replaced it, and both writers believed they
-    had created it (a failed make then removes a file it did not create)."""
+def test_a_write_is_one_request_no_rival_write_is_lost(store: S3Store, server: S3Endpoint,
+                                                      bucket: str) -> None:
+    """Another writer's object already there is kept, and the write says it did not create
+    it, with no look first: the PUT carries ``If-None-Match: *`` (AWS: "Uploads the object
+    only if the object key name does not already exist ... Otherwise, Amazon S3 returns a 412
+    Precondition Failed error", PutObject; the user guide's "conditional writes"). Before, a
+    look-up then a plain PUT: two requests, and a rival's object landing between them was
+    replaced (a failed make then removes a file it did not create)."""
     key = "1f/54/2a/marker"
-    looked_up = store.exists
-
-    def rival_between(asked: str) -> bool:
-        found = looked_up(asked)
-        server.client.put_object(Bucket=bucket, Key=f"site/{asked}", Body=b"theirs")
-        return found
-
-    store.exists = rival_between  # type: ignore[method-assign]
+    server.client.put_object(Bucket=bucket, Key=f"site/{key}", Body=b"theirs")
+    sent: list[str] = []
+    store.client.meta.events.register(
+        "before-send", lambda request, **_: sent.append(request.method))
     assert store.write(key, b"mine") is False
+    assert sent == ["PUT"]  # one request: no HEAD before it
     assert server.client.get_object(Bucket=bucket, Key=f"site/{key}")["Body"].read() \
         == b"theirs"
 
 
 def test_of_writers_racing_to_create_one_name_exactly_one_creates_it(
         store: S3Store, server: S3Endpoint, bucket: str) -> None:
-    """Eight writers of one name, each past its look-up (nothing there) before any PUT:
-    the server lets exactly one create the object, and its bytes are the ones kept (both
-    servers honour If-None-Match: * under concurrent PUTs; before, all eight wrote, each
-    replacing the last, and all eight said they had created it)."""
+    """Eight writers of one name, all at their PUT at once (nothing there yet): the server
+    lets exactly one create the object, and its bytes are the ones kept (both servers
+    honour If-None-Match: * under concurrent PUTs; with a look-up then a plain PUT, all
+    eight wrote, each replacing the last, and all eight said they had created it)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
     key = "1f/54/2a/race.0123456789abcdef.webp"
     writers = 8
-    looked_up = threading.Barrier(writers)
-    real = store.exists
-
-    def exists(asked: str) -> bool:
-        found = real(asked)
-        looked_up.wait(30)  # every writer has seen nothing there
-        return found
-
-    store.exists = exists  # type: ignore[method-assign]
+    at_put = threading.Barrier(writers)
+    store.guard = lambda mode: at_put.wait(30)  # (asked just before the PUT) every writer
     with ThreadPoolExecutor(writers) as pool:
         created = list(pool.map(lambda n: store.write(key, f"writer {n}".encode() * 500),
                                 range(writers)))
