@@ -27,12 +27,16 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from imgwarm.cache.identity import Identity
-from imgwarm.cache.rank import Candidate, choose, pages
-from imgwarm.cache.schema import migrate
+from imgwarm.cache.rank import ANY_WIDTH, Candidate, choose, pages
+from imgwarm.cache.schema import TALLY_PAGE, migrate
 from imgwarm.cache.scores import IN_CHUNK, Scores, density_sql
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
+# tiers with an index of what they hold by width (NVMe's policy takes every width: its own
+# index would be a tenth of the index's bytes, never read; a plan of it that bounds the
+# width reads what it holds)
+_WIDTH_BOUNDED = ("ram",)
 
 
 class Row(NamedTuple):
@@ -274,9 +278,11 @@ class Index(Scores):
         found.update(self.db.execute(
             f"SELECT path, bytes FROM variants INDEXED BY kept_gone_{column} "
             f"WHERE {column} IS NOT NULL AND refs = 0"))
-        found.update(self.db.execute(
-            f"SELECT path, bytes FROM variants INDEXED BY kept_wide_{column} "
-            f"WHERE {column} IS NOT NULL AND width > :width AND pinned = 0", params))
+        if column in _WIDTH_BOUNDED or where["width"] < ANY_WIDTH:  # (else none is wider)
+            wide = f"kept_wide_{column}" if column in _WIDTH_BOUNDED else f"kept_{column}"
+            found.update(self.db.execute(
+                f"SELECT path, bytes FROM variants INDEXED BY {wide} "
+                f"WHERE {column} IS NOT NULL AND width > :width AND pinned = 0", params))
         return found
 
     def _from(self, cut: Cut | None, where: dict[str, Any], column: str
@@ -307,19 +313,28 @@ class Index(Scores):
             f"SELECT path, bytes FROM variants WHERE {column} IS NOT NULL"))
 
     def totals(self, tier: str, page: int) -> Totals:
-        """What a tier holds or is being given, counted in whole pages of ``page`` bytes too;
-        read from a covering index, without visiting the rows."""
+        """What a tier holds or is being given, counted in whole pages of ``page`` bytes too:
+        the tallies its triggers keep (schema.py), read in one row; counted from the tier's
+        rows only for a page they do not count in."""
         column = _column(tier)
+        files, size, units, paged = self.db.execute(
+            "SELECT files, bytes, units, pages FROM held WHERE tier = ?", (column,)).fetchone()
+        if page == 1:
+            return Totals(int(files), int(size), int(units))
+        if page == TALLY_PAGE:
+            return Totals(int(files), int(size), int(paged) * TALLY_PAGE)
         row = self.db.execute(
             f"SELECT count(*), total(bytes), total((max(bytes, 1) + ?1 - 1) / ?1 * ?1) "
             f"FROM variants WHERE {column} IS NOT NULL", (page,)).fetchone()
         return Totals(int(row[0]), int(row[1]), int(row[2]))
 
     def missing(self, tier: str) -> list[tuple[str, int]]:
-        """(path, bytes) of every referenced variant a tier neither holds nor is given."""
+        """(path, bytes) of every referenced variant a tier neither holds nor is given (NVMe's
+        from its own partial index: what is new since the last run)."""
         column = _column(tier)
+        indexed = " INDEXED BY need_nvme" if column == "nvme" else ""
         return list(self.db.execute(
-            f"SELECT path, bytes FROM variants WHERE refs > 0 AND {column} IS NULL"))
+            f"SELECT path, bytes FROM variants{indexed} WHERE refs > 0 AND {column} IS NULL"))
 
     def unreferenced(self) -> list[Row]:
         """Variants no source references that a tier holds."""
@@ -353,7 +368,7 @@ class Index(Scores):
         """What a killed run left being placed in or evicted from ``tier``."""
         column = _column(tier)
         return [Pending(*row) for row in self.db.execute(
-            f"SELECT path, bytes, {column} FROM variants "
+            f"SELECT path, bytes, {column} FROM variants INDEXED BY unsettled_{column} "
             f"WHERE {column} IN ('placing', 'evicting')")]
 
     def mark(self, tier: str, paths: Iterable[str], state: str | None) -> None:

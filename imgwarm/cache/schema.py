@@ -14,6 +14,7 @@ of ``MIGRATIONS`` (and the CHANGELOG says what it changed); a migration never ed
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +74,94 @@ def _to_1(db: sqlite3.Connection) -> None:
         db.execute(f"CREATE INDEX IF NOT EXISTS {index}")
 
 
+# --- 2: a quiet run reads what changed (issue 41) ---------------------------------------------
+
+TALLY_PAGE = 4096  # the page ``held.pages`` counts in (rank.PAGE: a tmpfs's, most disks')
+_HELD = """
+    files = files + (new.{t} IS NOT NULL) - (old.{t} IS NOT NULL),
+    bytes = bytes + iif(new.{t} IS NULL, 0, new.bytes) - iif(old.{t} IS NULL, 0, old.bytes),
+    units = units + iif(new.{t} IS NULL, 0, max(new.bytes, 1))
+                  - iif(old.{t} IS NULL, 0, max(old.bytes, 1)),
+    pages = pages + iif(new.{t} IS NULL, 0, (max(new.bytes, 1) + {last}) / {page})
+                  - iif(old.{t} IS NULL, 0, (max(old.bytes, 1) + {last}) / {page})
+    WHERE tier = '{t}'"""
+_REQUESTS = """
+    total = total + iif(new.refs > 0, new.score, 0) - iif(old.refs > 0, old.score, 0),
+    in_ram = in_ram + iif(new.refs > 0 AND new.ram IS 'placed', new.score, 0)
+                    - iif(old.refs > 0 AND old.ram IS 'placed', old.score, 0),
+    scored = scored + iif(new.refs > 0 AND new.score > 0, 1, 0)
+                    - iif(old.refs > 0 AND old.score > 0, 1, 0),
+    above = above + iif(new.refs > 0 AND new.score > 0 AND new.score > threshold, 1, 0)
+                  - iif(old.refs > 0 AND old.score > 0 AND old.score > threshold, 1, 0)"""
+
+
+def _only(side: str, text: str) -> str:
+    """A tally's update for an insert (no ``old`` row) or a delete (no ``new`` one): the
+    missing side's terms are those of a row that is nowhere (NULL in every column: each
+    term is then 0)."""
+    gone = "old" if side == "new" else "new"
+    return re.sub(rf"\b{gone}\.\w+", "NULL", text)
+
+
+def tallies(db: sqlite3.Connection) -> None:
+    """The tallies counted again from every row (a migration, or a rescale of every score)."""
+    db.execute("DELETE FROM held")
+    for t in ("ram", "nvme"):
+        db.execute(
+            "INSERT INTO held SELECT ?, count(*), total(bytes), total(max(bytes, 1)), "
+            f"total((max(bytes, 1) + {TALLY_PAGE - 1}) / {TALLY_PAGE}) FROM variants "
+            f"WHERE {t} IS NOT NULL", (t,))
+    db.execute("DELETE FROM requests")
+    db.execute("INSERT INTO requests SELECT 1, total(score), "
+               "total(CASE WHEN ram = 'placed' THEN score END), "
+               "count(CASE WHEN score > 0 THEN 1 END), NULL, 0 FROM variants WHERE refs > 0")
+
+
+def _to_2(db: sqlite3.Connection) -> None:
+    """What a tier holds and the requests' totals kept as they change (triggers), so a run
+    reads them, not every row; indexes that cover what a quiet run asks (unsettled copies
+    in either tier, what NVMe lacks); ``kept_wide_nvme`` dropped (NVMe takes every width: a
+    tenth of the index's bytes, never read)."""
+    db.execute("DROP INDEX IF EXISTS kept_wide_nvme")
+    for name in ("unsettled_nvme", "need_nvme"):
+        db.execute(f"DROP INDEX IF EXISTS {name}")
+    for t in ("ram", "nvme"):
+        db.execute(f"CREATE INDEX unsettled_{t} ON variants (path, bytes, {t}) "
+                   f"WHERE {t} IN ('placing', 'evicting')")
+    db.execute("CREATE INDEX need_nvme ON variants (path, bytes) WHERE refs > 0 AND nvme IS NULL")
+    db.execute("CREATE TABLE held (tier TEXT PRIMARY KEY, files INTEGER NOT NULL, "
+               "bytes INTEGER NOT NULL, units INTEGER NOT NULL, pages INTEGER NOT NULL) "
+               "WITHOUT ROWID")
+    # the requests: their total, what RAM answers, how many variants have a score, and how
+    # many of those score above ``threshold`` (the prior's percentile as last found: the
+    # next is found from it, walking as far as it moved: Scores.score_percentile)
+    db.execute("CREATE TABLE requests (one INTEGER PRIMARY KEY CHECK (one = 1), "
+               "total REAL NOT NULL, in_ram REAL NOT NULL, scored INTEGER NOT NULL, "
+               "threshold REAL, above INTEGER NOT NULL)")
+    tallies(db)
+    for t in ("ram", "nvme"):
+        held = _HELD.format(t=t, last=TALLY_PAGE - 1, page=TALLY_PAGE)
+        db.execute(f"CREATE TRIGGER held_{t}_insert AFTER INSERT ON variants "
+                   f"WHEN new.{t} IS NOT NULL BEGIN UPDATE held SET "
+                   f"{_only('new', held)}; END")
+        db.execute(f"CREATE TRIGGER held_{t}_delete AFTER DELETE ON variants "
+                   f"WHEN old.{t} IS NOT NULL BEGIN UPDATE held SET "
+                   f"{_only('old', held)}; END")
+        db.execute(f"CREATE TRIGGER held_{t}_update AFTER UPDATE OF {t}, bytes ON variants "
+                   f"WHEN old.{t} IS NOT new.{t} OR old.bytes IS NOT new.bytes "
+                   f"BEGIN UPDATE held SET {held}; END")
+    db.execute("CREATE TRIGGER requests_insert AFTER INSERT ON variants "
+               f"BEGIN UPDATE requests SET {_only('new', _REQUESTS)}; END")
+    db.execute("CREATE TRIGGER requests_delete AFTER DELETE ON variants "
+               f"BEGIN UPDATE requests SET {_only('old', _REQUESTS)}; END")
+    db.execute("CREATE TRIGGER requests_update AFTER UPDATE OF score, refs, ram ON variants "
+               "WHEN old.score IS NOT new.score OR old.refs IS NOT new.refs "
+               "OR old.ram IS NOT new.ram "
+               f"BEGIN UPDATE requests SET {_REQUESTS}; END")
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_to_1,)  # MIGRATIONS[n - 1] makes version n
+MIGRATIONS: tuple[Migration, ...] = (_to_1, _to_2)  # MIGRATIONS[n - 1] makes version n
 INDEX_SCHEMA: int = len(MIGRATIONS)  # the version this code writes
 
 

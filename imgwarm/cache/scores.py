@@ -21,6 +21,7 @@ from imgwarm.cache.rank import (
     class_weights,
     measure_shares,
 )
+from imgwarm.cache.schema import tallies
 
 IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
 
@@ -89,8 +90,8 @@ class Scores:
         self.db.execute("DELETE FROM base")
         self.db.execute(
             f"INSERT INTO base SELECT r.key, v.path, v.score, v.format, {_width_class('v')}, "
-            f"{_estimate('v')} + v.prior FROM touched t JOIN refs r ON r.key = t.key "
-            "JOIN variants v ON v.path = r.path WHERE v.refs > 0",
+            f"{_estimate('v')} + v.prior FROM touched t CROSS JOIN refs r ON r.key = t.key "
+            "CROSS JOIN variants v ON v.path = r.path WHERE v.refs > 0",  # (from the few)
             {"now": now, "half_life": decay.half_life})
         self._measure(now, decay)
         self.db.execute(
@@ -134,16 +135,41 @@ class Scores:
         """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
         self.db.execute("UPDATE variants SET score = score * ?1, prior = prior * ?1, "
                         "density = density * ?1", (factor,))
+        tallies(self.db)  # (counted again: the sums of a product, not of its deltas)
 
     def score_percentile(self, fraction: float) -> float | None:
-        count = self.db.execute(
-            "SELECT count(*) FROM variants WHERE score > 0 AND refs > 0").fetchone()[0]
-        if not count:
+        """The score ``fraction`` of the way up the scored variants, found from the last one
+        found (``threshold``, and ``above``: how many score above it; both kept by the
+        triggers, schema.py): ``by_score`` is walked as far as the percentile moved, not
+        over the scored variants (the first time, from the top: the few above it)."""
+        count, threshold, above = self.db.execute(
+            "SELECT scored, threshold, above FROM requests").fetchone()
+        if count <= 0:
             return None
-        row = self.db.execute(
-            "SELECT score FROM variants WHERE score > 0 AND refs > 0 ORDER BY score "
-            "LIMIT 1 OFFSET ?", (min(count - 1, int(count * fraction)),)).fetchone()
-        return float(row[0])
+        rank = count - 1 - min(count - 1, int(count * fraction))  # from the top, 0 first
+        # (a bound of the walk's start written first: SQLite starts a range at the first)
+        if threshold is None:
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score > 0 AND refs > 0 "
+                "ORDER BY score DESC LIMIT ?", (rank + 1,))]
+            score, above = walked[-1], 0
+        elif rank >= above:  # at or below the last: down from it
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score <= ? AND score > 0 AND refs > 0 "
+                "ORDER BY score DESC LIMIT ?", (threshold, rank - above + 1))]
+            score = walked[-1]
+        else:  # above it: up from it, and the ties of the one found (above it no more)
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score > ? AND score > 0 AND refs > 0 "
+                "ORDER BY score LIMIT ?", (threshold, above - rank))]
+            score = walked[-1]
+            above -= sum(1 for s in walked if s < score) + self.db.execute(
+                "SELECT count(*) FROM variants WHERE score = ? AND score > 0 AND refs > 0",
+                (score,)).fetchone()[0]
+            walked = []
+        above += sum(1 for s in walked if s > score)  # (walked down: those passed)
+        self.db.execute("UPDATE requests SET threshold = ?, above = ?", (score, above))
+        return float(score)
 
     def set_pinned(self, paths: set[str]) -> bool:
         """Pin these paths (a hot list), unpin the rest; True when anything changed."""
@@ -158,10 +184,9 @@ class Scores:
 
     def hit_share(self) -> tuple[float, float]:
         """(decayed weight of the requests the RAM tier holds, of all requests to variants)."""
-        row = self.db.execute(
-            "SELECT total(score), total(CASE WHEN ram = 'placed' THEN score END) "
-            "FROM variants WHERE refs > 0").fetchone()
-        return float(row[1]), float(row[0])
+        total, in_ram = self.db.execute("SELECT total, in_ram FROM requests").fetchone()
+        total = max(0.0, float(total))  # (sums kept by their changes: clamped, as they drift)
+        return min(max(0.0, float(in_ram)), total), total
 
     def prior(self, now_weight: float) -> float:
         """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the
