@@ -52,18 +52,18 @@ class Timed:
         self.statements = 0
         self.by_statement: dict[str, float] = {}
 
-    def _took(self, sql: str, started: float) -> None:
+    def _took(self, sql: str, started: float, count: bool = True) -> None:
         took = time.perf_counter() - started
         self.seconds += took
-        self.statements += 1
+        self.statements += count
         key = " ".join(sql.split())[:160]
         self.by_statement[key] = self.by_statement.get(key, 0.0) + took
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         started = time.perf_counter()
-        rows = self._db.execute(sql, params).fetchall()  # (read here: its time is the SQL's)
+        cursor = self._db.execute(sql, params)
         self._took(sql, started)
-        return _Rows(rows)
+        return _Rows(self, sql, cursor)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         rows = list(rows)
@@ -76,9 +76,28 @@ class Timed:
         return getattr(self._db, name)
 
 
-class _Rows(list[Any]):
+class _Rows:
+    """A cursor whose rows are timed as they are read (as the run reads them: a walk that
+    stops early reads no more)."""
+
+    def __init__(self, timed: Timed, sql: str, cursor: sqlite3.Cursor) -> None:
+        self._timed, self._sql, self._cursor = timed, sql, cursor
+
+    def __iter__(self) -> _Rows:
+        return self
+
+    def __next__(self) -> Any:
+        started = time.perf_counter()
+        try:
+            return next(self._cursor)
+        finally:
+            self._timed._took(self._sql, started, count=False)
+
     def fetchone(self) -> Any:
-        return self[0] if self else None
+        return next(self, None)
+
+    def fetchall(self) -> list[Any]:
+        return list(self)
 
 
 OPENED: list[Timed] = []
@@ -91,9 +110,18 @@ def _timed_init(self: Index, path: Path) -> None:
     OPENED.append(self.db)  # type: ignore[arg-type]
 
 
+_FOLDERS: dict[str, str] = {}  # a hash's first digits -> its shard folder (made once)
+
+
 def _path(stores: Stores, s: int, width: int, fmt: str) -> str:
+    """Where the layout puts a variant (what ``stores.place`` says, its folders made once:
+    a million paths through pathlib would take minutes)."""
     digest = hashlib.sha256(f"{s}-{width}-{fmt}".encode()).hexdigest()
-    return str(stores.place(file_name(f"listing-{s}", digest, fmt, 16)))
+    layout = stores.layout
+    head = digest[:-(-layout.bits * layout.levels // 4)]  # (the digits folder_for reads)
+    if head not in _FOLDERS:
+        _FOLDERS[head] = str(layout.folder_for(digest))
+    return f"{_FOLDERS[head]}/{file_name(f'listing-{s}', digest, fmt, 16)}"
 
 
 def fill(settings: Settings, sources: int) -> list[str]:
@@ -119,7 +147,11 @@ def fill(settings: Settings, sources: int) -> list[str]:
     refs.sort()
     index.db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, "
                          "density, nvme) VALUES (?, ?, ?, ?, 1, ?, ?, 'placed')", rows)
-    index.db.executemany("INSERT INTO refs VALUES (?, ?)", refs)
+    # (a source's key once, its references by its id: index schema 2)
+    index.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
+                         [(key,) for key, _ in refs])
+    index.db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
+                         [(path, key) for key, path in refs])
     index.note_written("nvme", {p: Identity(1, i, 0, 1) for i, (p, *_) in enumerate(rows)})
     budget = settings.cache.ram_budget
     assert budget is not None
@@ -201,6 +233,7 @@ def bench(sizes: list[int], runs: int) -> dict[str, Any]:
                 "few_seconds": statistics.median(r[0] for r in few),
                 "few_sql_seconds": statistics.median(r[1] for r in few),
                 "few_statements": few[0][2],
+                "quiet_runs": [r[:2] for r in quiet], "few_runs": [r[:2] for r in few],
                 "slowest": {"quiet": quiet[-1][3], "few": few[-1][3]}}
         finally:
             unmount(ram)

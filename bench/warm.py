@@ -171,7 +171,11 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
                 handle.truncate(size)
     index.db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, "
                          "prior, density, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    index.db.executemany("INSERT INTO refs VALUES (?, ?)", refs)
+    # (a source's key once, its references by its id: index schema 2)
+    index.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
+                         [(key,) for key, _ in refs])
+    index.db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
+                         [(path, key) for key, path in refs])
     for tier in tiers:
         index.remember(f"tier:{tier.name}", tier.claim())
     index.remember("changes", journal.now())

@@ -146,20 +146,26 @@ class Index(Scores):
         its record was written); without one (a first run's listing) it counts as old."""
         born = {self.stored(k): t for k, t in (born or {}).items()}
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
+        # each source by its id (schema.py: a key is kept once, not once a variant); a new
+        # one that references anything gets one
+        self.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
+                            [(key,) for key, (variants, _) in wanted.items() if variants])
+        ids = self._source_ids(list(wanted))
         old: dict[str, set[str]] = {key: set() for key in wanted}
-        keys = list(wanted)
-        for at in range(0, len(keys), IN_CHUNK):
-            chunk = keys[at:at + IN_CHUNK]
-            for key, path in self.db.execute(
-                    f"SELECT key, path FROM refs WHERE key IN ({','.join('?' * len(chunk))})",
-                    chunk):
-                old[key].add(path)
+        by_id = {number: key for key, number in ids.items()}
+        numbers = list(by_id)
+        for at in range(0, len(numbers), IN_CHUNK):
+            chunk = numbers[at:at + IN_CHUNK]
+            for number, path in self.db.execute(
+                    "SELECT source, path FROM refs "
+                    f"WHERE source IN ({','.join('?' * len(chunk))})", chunk):
+                old[by_id[number]].add(path)
         added: list[tuple[str, Variant, float]] = []
-        dropped: list[tuple[str, str]] = []
+        dropped: list[tuple[int, str]] = []
         for key, (variants, prior) in wanted.items():
             new = {v.path: v for v in variants}
             added.extend((key, v, prior) for path, v in new.items() if path not in old[key])
-            dropped.extend((key, path) for path in old[key] if path not in new)
+            dropped.extend((ids[key], path) for path in old[key] if path not in new)
         # a new variant row starts referenced (its partial indexes written once, not moved
         # by a second statement); one already there gains a reference
         self.db.executemany(
@@ -168,8 +174,12 @@ class Index(Scores):
             "ON CONFLICT (path) DO UPDATE SET refs = refs + 1",
             [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes, born.get(key))
              for key, v, prior in added])
-        self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(k, v.path) for k, v, _ in added])
-        self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?", dropped)
+        self.db.executemany("INSERT INTO refs VALUES (?, ?)",
+                            [(ids[k], v.path) for k, v, _ in added])
+        self.db.executemany("DELETE FROM refs WHERE source = ? AND path = ?", dropped)
+        self.db.executemany("DELETE FROM sources WHERE id = ?",  # (gone: nothing named)
+                            [(ids[key],) for key, (variants, _) in wanted.items()
+                             if not variants and key in ids])
         when = time.time() if now is None else now
         self.db.executemany(  # (SET reads the row as it was: refs before the update)
             "UPDATE variants SET refs = refs - 1, "
@@ -177,9 +187,19 @@ class Index(Scores):
             [(when, path) for _, path in dropped])
         return len(added), len(dropped)
 
+    def _source_ids(self, keys: list[str]) -> dict[str, int]:
+        """key -> id of those of ``keys`` the index has a source for."""
+        found: dict[str, int] = {}
+        for at in range(0, len(keys), IN_CHUNK):
+            chunk = keys[at:at + IN_CHUNK]
+            found.update(self.db.execute(
+                f"SELECT key, id FROM sources WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk))
+        return found
+
     def source_keys(self) -> set[str]:
         """Every source key that references a variant (as ``stored`` keeps it)."""
-        return {key for (key,) in self.db.execute("SELECT DISTINCT key FROM refs")}
+        return {key for (key,) in self.db.execute("SELECT key FROM sources")}
 
     def forget_unreferenced(self) -> None:
         """Rows of variants nobody references and no tier holds."""

@@ -121,7 +121,17 @@ def _to_2(db: sqlite3.Connection) -> None:
     """What a tier holds and the requests' totals kept as they change (triggers), so a run
     reads them, not every row; indexes that cover what a quiet run asks (unsettled copies
     in either tier, what NVMe lacks); ``kept_wide_nvme`` dropped (NVMe takes every width: a
-    tenth of the index's bytes, never read)."""
+    tenth of the index's bytes, never read); a source's key kept once, in ``sources``, and
+    named by its id in ``refs`` (it was in two rows a variant)."""
+    db.execute("CREATE TABLE sources (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE)")
+    db.execute("INSERT INTO sources (key) SELECT DISTINCT key FROM refs ORDER BY key")
+    db.execute("CREATE TABLE refs_by_source (source INTEGER NOT NULL, path TEXT NOT NULL, "
+               "PRIMARY KEY (source, path)) WITHOUT ROWID")
+    db.execute("INSERT INTO refs_by_source SELECT s.id, r.path FROM refs r "
+               "JOIN sources s ON s.key = r.key ORDER BY s.id, r.path")
+    db.execute("DROP TABLE refs")  # (and its refs_by_path)
+    db.execute("ALTER TABLE refs_by_source RENAME TO refs")
+    db.execute("CREATE INDEX refs_by_path ON refs (path)")
     db.execute("DROP INDEX IF EXISTS kept_wide_nvme")
     for name in ("unsettled_nvme", "need_nvme"):
         db.execute(f"DROP INDEX IF EXISTS {name}")

@@ -160,15 +160,15 @@ def test_the_check_sees_a_whole_read(tmp_path: Path) -> None:
     index = Index(tmp_path / "index.db")
     try:
         db = Traced(index.db)
-        db.execute("CREATE TEMP TABLE t (key TEXT PRIMARY KEY) WITHOUT ROWID")
+        db.execute("CREATE TEMP TABLE t (source INTEGER PRIMARY KEY)")
         db.execute("SELECT path FROM variants WHERE format = 'webp'")
-        db.execute("SELECT * FROM t JOIN refs r ON r.key = t.key")
-        db.execute("SELECT key FROM refs WHERE key > ?", ("m",))
-        db.execute("SELECT * FROM t CROSS JOIN refs r ON r.key = t.key")
+        db.execute("SELECT * FROM t JOIN refs r ON r.source = t.source")
+        db.execute("SELECT source FROM refs WHERE source > ?", (5,))
+        db.execute("SELECT * FROM t CROSS JOIN refs r ON r.source = t.source")
         db.execute("SELECT bytes FROM variants WHERE path = ?", ("x",))
         db.execute("SELECT path FROM variants WHERE pinned = 1")
         assert [line.split("\n")[0] for line in whole_reads(db.plans)] == [
             "SCAN variants", "SCAN r USING COVERING INDEX refs_by_path",
-            "SEARCH refs USING PRIMARY KEY (key>?)"]
+            "SEARCH refs USING PRIMARY KEY (source>?)"]
     finally:
         index.close(keep=False)

@@ -16,6 +16,7 @@ from imgwarm.cache.index import Index
 from imgwarm.cache.lock import INDEX
 from imgwarm.cache.schema import INDEX_SCHEMA, MIGRATIONS
 from imgwarm.exceptions import FormatTooNew
+from imgwarm.manifest import Variant
 from imgwarm.store.format import imgwarm_version
 from tests.support.cli import Cli
 from tests.support.files import all_files
@@ -38,6 +39,7 @@ INDEXES = {"refs_by_path", "ranking", "by_score", "need_nvme", "kept_ram", "kept
            "kept_gone_ram", "kept_gone_nvme", "kept_wide_ram", "unsettled_ram",
            "unsettled_nvme", "gone", "pinned", "young"}  # (schema 2: kept_wide_nvme dropped)
 RENAMED = {"by_rank", "in_ram", "on_nvme", "held_ram", "held_nvme"}
+REFS = "SELECT s.key, r.path FROM refs r JOIN sources s ON s.id = r.source"  # (schema 2)
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -76,7 +78,7 @@ def test_an_older_index_is_migrated_in_place_with_its_rows(tmp_path: Path, ddl: 
     assert index_names(path) == INDEXES and not index_names(path) & RENAMED
     assert _rows(path, "SELECT path, format, width, bytes, refs, score, prior, density, "
                        "pinned, ram, nvme FROM variants") == sorted(OLD_VARIANTS, key=repr)
-    assert _rows(path, "SELECT key, path FROM refs") == sorted(OLD_REFS, key=repr)
+    assert _rows(path, REFS) == sorted(OLD_REFS, key=repr)
     assert _rows(path, "SELECT name, value FROM meta") == sorted(OLD_META, key=repr)
     if "written" in ddl:  # 0.2.0's gc stamps and ages kept
         assert _rows(path, "SELECT dropped, born FROM variants WHERE refs = 0") == [
@@ -149,7 +151,7 @@ def test_processes_opening_one_old_index_at_once_migrate_it_once(tmp_path: Path)
     assert all(opener.returncode == 0 for opener in openers)
     assert found.count(0) == 1 and found.count(INDEX_SCHEMA) == 3
     assert user_version(path) == INDEX_SCHEMA
-    assert _rows(path, "SELECT key, path FROM refs") == sorted(OLD_REFS, key=repr)
+    assert _rows(path, REFS) == sorted(OLD_REFS, key=repr)
 
 
 def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: Path) -> None:
@@ -187,3 +189,32 @@ def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: 
     assert user_version(path) == INDEX_SCHEMA == 2
     assert _rows(path, "SELECT path, format, width, bytes FROM variants") == sorted(
         (v[:4] for v in OLD_VARIANTS), key=repr)
+    assert _rows(path, REFS) == [] and _rows(path, "SELECT key FROM sources") == []
+
+
+def test_schema_2_keeps_a_source_s_key_once(tmp_path: Path) -> None:
+    """A schema 1 index's references (key, path) become a source (its key once) and its
+    references by id; the index reads them back as it did."""
+    path = tmp_path / "state" / INDEX
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[0](db)
+    db.execute("PRAGMA user_version = 1")
+    db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
+                   "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   OLD_VARIANTS)
+    db.executemany("INSERT INTO refs VALUES (?, ?)", [*OLD_REFS, ("b.jpg", OLD_VARIANTS[0][0])])
+    db.execute("UPDATE variants SET refs = 2 WHERE path = ?", (OLD_VARIANTS[0][0],))
+    db.close()
+    index = Index(path)
+    assert index.source_keys() == {"uploads/photo.jpg", "b.jpg"}
+    assert _rows(path, "SELECT key FROM sources") == [("b.jpg",), ("uploads/photo.jpg",)]
+    photo = [Variant(format="webp", width=640, height=427, bytes=20_000, path=OLD_VARIANTS[0][0])]
+    assert index.set_source("uploads/photo.jpg", photo, 0.0) == (0, 1)  # the jpeg dropped
+    assert index.set_source("b.jpg", [], 0.0) == (0, 1)
+    assert index.set_source("c.jpg", photo, 0.0) == (1, 0)
+    assert index.states([OLD_VARIANTS[0][0]])[OLD_VARIANTS[0][0]].refs == 2
+    index.close(keep=True)
+    assert _rows(path, REFS) == [("c.jpg", OLD_VARIANTS[0][0]),
+                                 ("uploads/photo.jpg", OLD_VARIANTS[0][0])]
+    assert _rows(path, "SELECT key FROM sources") == [("c.jpg",), ("uploads/photo.jpg",)]
