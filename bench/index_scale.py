@@ -34,6 +34,7 @@ from common import mount, settings_for, unmount  # bench/common.py (puts the rep
 from imgwarm.cache.identity import Identity
 from imgwarm.cache.index import Index
 from imgwarm.cache.rank import density
+from imgwarm.cache.schema import tallies
 from imgwarm.cache.tiers import Tiers
 from imgwarm.cache.warm import warm
 from imgwarm.config import Settings
@@ -152,6 +153,7 @@ def fill(settings: Settings, sources: int) -> list[str]:
                          [(key,) for key, _ in refs])
     index.db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
                          [(path, key) for key, path in refs])
+    tallies(index.db)  # (what the tiers hold, counted: rows made directly, not marked)
     index.note_written("nvme", {p: Identity(1, i, 0, 1) for i, (p, *_) in enumerate(rows)})
     budget = settings.cache.ram_budget
     assert budget is not None

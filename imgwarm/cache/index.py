@@ -392,12 +392,33 @@ class Index(Scores):
             f"WHERE {column} IN ('placing', 'evicting')")]
 
     def mark(self, tier: str, paths: Iterable[str], state: str | None) -> None:
-        self.db.executemany(f"UPDATE variants SET {_column(tier)} = ? WHERE path = ?",
-                            [(state, p) for p in paths])
+        """Set the state of ``paths`` in ``tier``; what the tier holds (``held``, schema.py)
+        follows the rows that come into it or leave it."""
+        column = _column(tier)
+        batch = list(paths)
+        # (the rows that change sides, read before they do: by key, a batch at a time)
+        now = "IS NULL" if state is not None else "IS NOT NULL"
+        sign = 1 if state is not None else -1
+        for start in range(0, len(batch), IN_CHUNK):
+            part = batch[start:start + IN_CHUNK]
+            files, size, units, paged = self.db.execute(
+                "SELECT count(*), total(bytes), total(max(bytes, 1)), "
+                f"total((max(bytes, 1) + {TALLY_PAGE - 1}) / {TALLY_PAGE}) FROM variants "
+                f"WHERE path IN ({','.join('?' * len(part))}) AND {column} {now}",
+                part).fetchone()
+            if files:
+                self.db.execute(
+                    "UPDATE held SET files = files + ?1 * ?2, bytes = bytes + ?1 * ?3, "
+                    "units = units + ?1 * ?4, pages = pages + ?1 * ?5 WHERE tier = ?6",
+                    (sign, files, int(size), int(units), int(paged), column))
+        self.db.executemany(f"UPDATE variants SET {column} = ? WHERE path = ?",
+                            [(state, p) for p in batch])
 
     def forget_tier(self, tier: str) -> None:
         """The tier was found empty (a reboot, a new disk): it holds nothing."""
         self.db.execute(f"UPDATE variants SET {_column(tier)} = NULL")
+        self.db.execute("UPDATE held SET files = 0, bytes = 0, units = 0, pages = 0 "
+                        "WHERE tier = ?", (_column(tier),))
         self.db.execute("DELETE FROM written WHERE tier = ?", (_column(tier),))
 
     # --- what warm itself wrote (cache/identity.py) ---------------------------------------------

@@ -77,14 +77,6 @@ def _to_1(db: sqlite3.Connection) -> None:
 # --- 2: a quiet run reads what changed (issue 41) ---------------------------------------------
 
 TALLY_PAGE = 4096  # the page ``held.pages`` counts in (rank.PAGE: a tmpfs's, most disks')
-_HELD = """
-    files = files + (new.{t} IS NOT NULL) - (old.{t} IS NOT NULL),
-    bytes = bytes + iif(new.{t} IS NULL, 0, new.bytes) - iif(old.{t} IS NULL, 0, old.bytes),
-    units = units + iif(new.{t} IS NULL, 0, max(new.bytes, 1))
-                  - iif(old.{t} IS NULL, 0, max(old.bytes, 1)),
-    pages = pages + iif(new.{t} IS NULL, 0, (max(new.bytes, 1) + {last}) / {page})
-                  - iif(old.{t} IS NULL, 0, (max(old.bytes, 1) + {last}) / {page})
-    WHERE tier = '{t}'"""
 _REQUESTS = """
     total = total + iif(new.refs > 0, new.score, 0) - iif(old.refs > 0, old.score, 0),
     in_ram = in_ram + iif(new.refs > 0 AND new.ram IS 'placed', new.score, 0)
@@ -104,7 +96,8 @@ def _only(side: str, text: str) -> str:
 
 
 def tallies(db: sqlite3.Connection) -> None:
-    """The tallies counted again from every row (a migration, or a rescale of every score)."""
+    """The tallies counted again from every row (a migration, a rescale of every score, or
+    rows made directly, as benchmarks make them)."""
     db.execute("DELETE FROM held")
     for t in ("ram", "nvme"):
         db.execute(
@@ -139,6 +132,8 @@ def _to_2(db: sqlite3.Connection) -> None:
         db.execute(f"CREATE INDEX unsettled_{t} ON variants (path, bytes, {t}) "
                    f"WHERE {t} IN ('placing', 'evicting')")
     db.execute("CREATE INDEX need_nvme ON variants (path, bytes) WHERE refs > 0 AND nvme IS NULL")
+    # what each tier holds: kept by Index.mark and forget_tier, the only writers of a tier's
+    # state (a trigger a row would cost a first fill half its time again)
     db.execute("CREATE TABLE held (tier TEXT PRIMARY KEY, files INTEGER NOT NULL, "
                "bytes INTEGER NOT NULL, units INTEGER NOT NULL, pages INTEGER NOT NULL) "
                "WITHOUT ROWID")
@@ -149,24 +144,18 @@ def _to_2(db: sqlite3.Connection) -> None:
                "total REAL NOT NULL, in_ram REAL NOT NULL, scored INTEGER NOT NULL, "
                "threshold REAL, above INTEGER NOT NULL)")
     tallies(db)
-    for t in ("ram", "nvme"):
-        held = _HELD.format(t=t, last=TALLY_PAGE - 1, page=TALLY_PAGE)
-        db.execute(f"CREATE TRIGGER held_{t}_insert AFTER INSERT ON variants "
-                   f"WHEN new.{t} IS NOT NULL BEGIN UPDATE held SET "
-                   f"{_only('new', held)}; END")
-        db.execute(f"CREATE TRIGGER held_{t}_delete AFTER DELETE ON variants "
-                   f"WHEN old.{t} IS NOT NULL BEGIN UPDATE held SET "
-                   f"{_only('old', held)}; END")
-        db.execute(f"CREATE TRIGGER held_{t}_update AFTER UPDATE OF {t}, bytes ON variants "
-                   f"WHEN old.{t} IS NOT new.{t} OR old.bytes IS NOT new.bytes "
-                   f"BEGIN UPDATE held SET {held}; END")
+    # (only a row with a score counts: a new variant's, a placement's, a reference's change
+    # fires nothing while it has none)
     db.execute("CREATE TRIGGER requests_insert AFTER INSERT ON variants "
+               "WHEN new.refs > 0 AND new.score != 0 "
                f"BEGIN UPDATE requests SET {_only('new', _REQUESTS)}; END")
     db.execute("CREATE TRIGGER requests_delete AFTER DELETE ON variants "
+               "WHEN old.refs > 0 AND old.score != 0 "
                f"BEGIN UPDATE requests SET {_only('old', _REQUESTS)}; END")
     db.execute("CREATE TRIGGER requests_update AFTER UPDATE OF score, refs, ram ON variants "
-               "WHEN old.score IS NOT new.score OR old.refs IS NOT new.refs "
-               "OR old.ram IS NOT new.ram "
+               "WHEN (old.score != 0 OR new.score != 0) AND (old.score IS NOT new.score "
+               "OR (old.refs > 0) IS NOT (new.refs > 0) "
+               "OR (old.ram IS 'placed') IS NOT (new.ram IS 'placed')) "
                f"BEGIN UPDATE requests SET {_REQUESTS}; END")
 
 
