@@ -151,6 +151,27 @@ def test_a_quiet_warm_and_one_with_a_few_uploads_read_no_table_whole(
         assert len(run.plans) > 10, f"{name}: statements were captured"
         bad.extend(f"{name}: {line}" for line in whole_reads(run.plans))
     assert not bad, f"{len(bad)} whole reads:\n" + "\n".join(bad)
+    # what the runs read instead of counting: the tallies, as a count of the rows finds them
+    db = sqlite3.connect(site.settings.cache.cache_state / "index.sqlite")
+    try:
+        for tier in ("ram", "nvme"):
+            kept = db.execute("SELECT files, bytes, units, pages FROM held WHERE tier = ?",
+                              (tier,)).fetchone()
+            assert kept == tuple(int(n) for n in db.execute(
+                "SELECT count(*), total(bytes), total(max(bytes, 1)), "
+                f"total((max(bytes, 1) + 4095) / 4096) FROM variants WHERE {tier} IS NOT NULL"
+            ).fetchone()), tier
+            assert kept[0] == (few.ram.held if tier == "ram" else few.nvme.held) > 0
+        total, in_ram, scored = db.execute(
+            "SELECT total, in_ram, scored FROM requests").fetchone()
+        counted = db.execute("SELECT total(score), total(CASE WHEN ram = 'placed' THEN score "
+                             "END), count(CASE WHEN score > 0 THEN 1 END) FROM variants "
+                             "WHERE refs > 0").fetchone()
+        assert (total, in_ram, scored) == (pytest.approx(counted[0]), pytest.approx(counted[1]),
+                                           counted[2])
+        assert scored == 41  # the hot thumbnails, and the new upload's
+    finally:
+        db.close()
 
 
 def test_the_check_sees_a_whole_read(tmp_path: Path) -> None:
