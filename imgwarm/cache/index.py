@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, cast
 
 from imgwarm.cache.identity import Identity
 from imgwarm.cache.rank import ANY_WIDTH, Candidate, choose, pages
-from imgwarm.cache.schema import TALLY_PAGE, migrate
+from imgwarm.cache.schema import TALLY_PAGE, migrate, tallies
 from imgwarm.cache.scores import IN_CHUNK, Scores, density_sql
 from imgwarm.manifest import Variant
 
@@ -413,6 +413,10 @@ class Index(Scores):
                     (sign, files, int(size), int(units), int(paged), column))
         self.db.executemany(f"UPDATE variants SET {column} = ? WHERE path = ?",
                             [(state, p) for p in batch])
+
+    def recount(self) -> None:
+        """The tallies (what each tier holds, the requests' totals) counted from every row."""
+        tallies(self.db)
 
     def forget_tier(self, tier: str) -> None:
         """The tier was found empty (a reboot, a new disk): it holds nothing."""
