@@ -27,12 +27,16 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 from imgwarm.cache.identity import Identity
-from imgwarm.cache.rank import Candidate, choose, pages
-from imgwarm.cache.schema import migrate
+from imgwarm.cache.rank import ANY_WIDTH, Candidate, choose, pages
+from imgwarm.cache.schema import TALLY_PAGE, migrate, tallies
 from imgwarm.cache.scores import IN_CHUNK, Scores, density_sql
 from imgwarm.manifest import Variant
 
 TIERS = ("ram", "nvme")
+# tiers with an index of what they hold by width (NVMe's policy takes every width: its own
+# index would be a tenth of the index's bytes, never read; a plan of it that bounds the
+# width reads what it holds)
+_WIDTH_BOUNDED = ("ram",)
 
 
 class Row(NamedTuple):
@@ -142,20 +146,26 @@ class Index(Scores):
         its record was written); without one (a first run's listing) it counts as old."""
         born = {self.stored(k): t for k, t in (born or {}).items()}
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
+        # each source by its id (schema.py: a key is kept once, not once a variant); a new
+        # one that references anything gets one
+        self.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
+                            [(key,) for key, (variants, _) in wanted.items() if variants])
+        ids = self._source_ids(list(wanted))
         old: dict[str, set[str]] = {key: set() for key in wanted}
-        keys = list(wanted)
-        for at in range(0, len(keys), IN_CHUNK):
-            chunk = keys[at:at + IN_CHUNK]
-            for key, path in self.db.execute(
-                    f"SELECT key, path FROM refs WHERE key IN ({','.join('?' * len(chunk))})",
-                    chunk):
-                old[key].add(path)
+        by_id = {number: key for key, number in ids.items()}
+        numbers = list(by_id)
+        for at in range(0, len(numbers), IN_CHUNK):
+            chunk = numbers[at:at + IN_CHUNK]
+            for number, path in self.db.execute(
+                    "SELECT source, path FROM refs "
+                    f"WHERE source IN ({','.join('?' * len(chunk))})", chunk):
+                old[by_id[number]].add(path)
         added: list[tuple[str, Variant, float]] = []
-        dropped: list[tuple[str, str]] = []
+        dropped: list[tuple[int, str]] = []
         for key, (variants, prior) in wanted.items():
             new = {v.path: v for v in variants}
             added.extend((key, v, prior) for path, v in new.items() if path not in old[key])
-            dropped.extend((key, path) for path in old[key] if path not in new)
+            dropped.extend((ids[key], path) for path in old[key] if path not in new)
         # a new variant row starts referenced (its partial indexes written once, not moved
         # by a second statement); one already there gains a reference
         self.db.executemany(
@@ -164,8 +174,12 @@ class Index(Scores):
             "ON CONFLICT (path) DO UPDATE SET refs = refs + 1",
             [(v.path, v.format, v.width, v.bytes, prior, prior, v.bytes, born.get(key))
              for key, v, prior in added])
-        self.db.executemany("INSERT INTO refs VALUES (?, ?)", [(k, v.path) for k, v, _ in added])
-        self.db.executemany("DELETE FROM refs WHERE key = ? AND path = ?", dropped)
+        self.db.executemany("INSERT INTO refs VALUES (?, ?)",
+                            [(ids[k], v.path) for k, v, _ in added])
+        self.db.executemany("DELETE FROM refs WHERE source = ? AND path = ?", dropped)
+        self.db.executemany("DELETE FROM sources WHERE id = ?",  # (gone: nothing named)
+                            [(ids[key],) for key, (variants, _) in wanted.items()
+                             if not variants and key in ids])
         when = time.time() if now is None else now
         self.db.executemany(  # (SET reads the row as it was: refs before the update)
             "UPDATE variants SET refs = refs - 1, "
@@ -173,9 +187,19 @@ class Index(Scores):
             [(when, path) for _, path in dropped])
         return len(added), len(dropped)
 
+    def _source_ids(self, keys: list[str]) -> dict[str, int]:
+        """key -> id of those of ``keys`` the index has a source for."""
+        found: dict[str, int] = {}
+        for at in range(0, len(keys), IN_CHUNK):
+            chunk = keys[at:at + IN_CHUNK]
+            found.update(self.db.execute(
+                f"SELECT key, id FROM sources WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk))
+        return found
+
     def source_keys(self) -> set[str]:
         """Every source key that references a variant (as ``stored`` keeps it)."""
-        return {key for (key,) in self.db.execute("SELECT DISTINCT key FROM refs")}
+        return {key for (key,) in self.db.execute("SELECT key FROM sources")}
 
     def forget_unreferenced(self) -> None:
         """Rows of variants nobody references and no tier holds."""
@@ -274,9 +298,11 @@ class Index(Scores):
         found.update(self.db.execute(
             f"SELECT path, bytes FROM variants INDEXED BY kept_gone_{column} "
             f"WHERE {column} IS NOT NULL AND refs = 0"))
-        found.update(self.db.execute(
-            f"SELECT path, bytes FROM variants INDEXED BY kept_wide_{column} "
-            f"WHERE {column} IS NOT NULL AND width > :width AND pinned = 0", params))
+        if column in _WIDTH_BOUNDED or where["width"] < ANY_WIDTH:  # (else none is wider)
+            wide = f"kept_wide_{column}" if column in _WIDTH_BOUNDED else f"kept_{column}"
+            found.update(self.db.execute(
+                f"SELECT path, bytes FROM variants INDEXED BY {wide} "
+                f"WHERE {column} IS NOT NULL AND width > :width AND pinned = 0", params))
         return found
 
     def _from(self, cut: Cut | None, where: dict[str, Any], column: str
@@ -307,19 +333,28 @@ class Index(Scores):
             f"SELECT path, bytes FROM variants WHERE {column} IS NOT NULL"))
 
     def totals(self, tier: str, page: int) -> Totals:
-        """What a tier holds or is being given, counted in whole pages of ``page`` bytes too;
-        read from a covering index, without visiting the rows."""
+        """What a tier holds or is being given, counted in whole pages of ``page`` bytes too:
+        the tallies its triggers keep (schema.py), read in one row; counted from the tier's
+        rows only for a page they do not count in."""
         column = _column(tier)
+        files, size, units, paged = self.db.execute(
+            "SELECT files, bytes, units, pages FROM held WHERE tier = ?", (column,)).fetchone()
+        if page == 1:
+            return Totals(int(files), int(size), int(units))
+        if page == TALLY_PAGE:
+            return Totals(int(files), int(size), int(paged) * TALLY_PAGE)
         row = self.db.execute(
             f"SELECT count(*), total(bytes), total((max(bytes, 1) + ?1 - 1) / ?1 * ?1) "
             f"FROM variants WHERE {column} IS NOT NULL", (page,)).fetchone()
         return Totals(int(row[0]), int(row[1]), int(row[2]))
 
     def missing(self, tier: str) -> list[tuple[str, int]]:
-        """(path, bytes) of every referenced variant a tier neither holds nor is given."""
+        """(path, bytes) of every referenced variant a tier neither holds nor is given (NVMe's
+        from its own partial index: what is new since the last run)."""
         column = _column(tier)
+        indexed = " INDEXED BY need_nvme" if column == "nvme" else ""
         return list(self.db.execute(
-            f"SELECT path, bytes FROM variants WHERE refs > 0 AND {column} IS NULL"))
+            f"SELECT path, bytes FROM variants{indexed} WHERE refs > 0 AND {column} IS NULL"))
 
     def unreferenced(self) -> list[Row]:
         """Variants no source references that a tier holds."""
@@ -353,16 +388,41 @@ class Index(Scores):
         """What a killed run left being placed in or evicted from ``tier``."""
         column = _column(tier)
         return [Pending(*row) for row in self.db.execute(
-            f"SELECT path, bytes, {column} FROM variants "
+            f"SELECT path, bytes, {column} FROM variants INDEXED BY unsettled_{column} "
             f"WHERE {column} IN ('placing', 'evicting')")]
 
     def mark(self, tier: str, paths: Iterable[str], state: str | None) -> None:
-        self.db.executemany(f"UPDATE variants SET {_column(tier)} = ? WHERE path = ?",
-                            [(state, p) for p in paths])
+        """Set the state of ``paths`` in ``tier``; what the tier holds (``held``, schema.py)
+        follows the rows that come into it or leave it."""
+        column = _column(tier)
+        batch = list(paths)
+        # (the rows that change sides, read before they do: by key, a batch at a time)
+        now = "IS NULL" if state is not None else "IS NOT NULL"
+        sign = 1 if state is not None else -1
+        for start in range(0, len(batch), IN_CHUNK):
+            part = batch[start:start + IN_CHUNK]
+            files, size, units, paged = self.db.execute(
+                "SELECT count(*), total(bytes), total(max(bytes, 1)), "
+                f"total((max(bytes, 1) + {TALLY_PAGE - 1}) / {TALLY_PAGE}) FROM variants "
+                f"WHERE path IN ({','.join('?' * len(part))}) AND {column} {now}",
+                part).fetchone()
+            if files:
+                self.db.execute(
+                    "UPDATE held SET files = files + ?1 * ?2, bytes = bytes + ?1 * ?3, "
+                    "units = units + ?1 * ?4, pages = pages + ?1 * ?5 WHERE tier = ?6",
+                    (sign, files, int(size), int(units), int(paged), column))
+        self.db.executemany(f"UPDATE variants SET {column} = ? WHERE path = ?",
+                            [(state, p) for p in batch])
+
+    def recount(self) -> None:
+        """The tallies (what each tier holds, the requests' totals) counted from every row."""
+        tallies(self.db)
 
     def forget_tier(self, tier: str) -> None:
         """The tier was found empty (a reboot, a new disk): it holds nothing."""
         self.db.execute(f"UPDATE variants SET {_column(tier)} = NULL")
+        self.db.execute("UPDATE held SET files = 0, bytes = 0, units = 0, pages = 0 "
+                        "WHERE tier = ?", (_column(tier),))
         self.db.execute("DELETE FROM written WHERE tier = ?", (_column(tier),))
 
     # --- what warm itself wrote (cache/identity.py) ---------------------------------------------

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from imgwarm.cache.rank import ANY_WIDTH
 from imgwarm.cache.report import TierReport, WarmReport
 from imgwarm.cache.tiers import Tier, Tiers
 from imgwarm.config import Settings
 from imgwarm.config.units import Budget
-
-ANY_WIDTH = 1 << 30
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ FILL_LOOKAHEAD = 1024  # candidates looked at, past the first that does not fit
 AGE_FLOOR = 600.0  # seconds: less exposure than this says no more than the prior does
 YOUNG_FOR = 4  # half-lives: past this, a score has had 94% of its exposure and stands as is
 SHARE_PRIOR = 8.0  # requests now, spread over a source's variants by the site's shares
+ANY_WIDTH = 1 << 30  # a tier that takes every width (NVMe: policy.py)
 REBASE_AFTER = 256.0  # half-lives past the epoch before scores are rescaled (2**256 < 1e78)
 
 

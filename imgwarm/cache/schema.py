@@ -14,6 +14,7 @@ of ``MIGRATIONS`` (and the CHANGELOG says what it changed); a migration never ed
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -73,8 +74,93 @@ def _to_1(db: sqlite3.Connection) -> None:
         db.execute(f"CREATE INDEX IF NOT EXISTS {index}")
 
 
+# --- 2: a quiet run reads what changed (issue 41) ---------------------------------------------
+
+TALLY_PAGE = 4096  # the page ``held.pages`` counts in (rank.PAGE: a tmpfs's, most disks')
+_REQUESTS = """
+    total = total + iif(new.refs > 0, new.score, 0) - iif(old.refs > 0, old.score, 0),
+    in_ram = in_ram + iif(new.refs > 0 AND new.ram IS 'placed', new.score, 0)
+                    - iif(old.refs > 0 AND old.ram IS 'placed', old.score, 0),
+    scored = scored + iif(new.refs > 0 AND new.score > 0, 1, 0)
+                    - iif(old.refs > 0 AND old.score > 0, 1, 0),
+    above = above + iif(new.refs > 0 AND new.score > 0 AND new.score > threshold, 1, 0)
+                  - iif(old.refs > 0 AND old.score > 0 AND old.score > threshold, 1, 0)"""
+
+
+def _only(side: str, text: str) -> str:
+    """A tally's update for an insert (no ``old`` row) or a delete (no ``new`` one): the
+    missing side's terms are those of a row that is nowhere (NULL in every column: each
+    term is then 0)."""
+    gone = "old" if side == "new" else "new"
+    return re.sub(rf"\b{gone}\.\w+", "NULL", text)
+
+
+def tallies(db: sqlite3.Connection) -> None:
+    """The tallies counted again from every row (a migration, a rescale of every score, or
+    rows made directly, as benchmarks make them)."""
+    db.execute("DELETE FROM held")
+    for t in ("ram", "nvme"):
+        db.execute(
+            "INSERT INTO held SELECT ?, count(*), total(bytes), total(max(bytes, 1)), "
+            f"total((max(bytes, 1) + {TALLY_PAGE - 1}) / {TALLY_PAGE}) FROM variants "
+            f"WHERE {t} IS NOT NULL", (t,))
+    db.execute("DELETE FROM requests")
+    db.execute("INSERT INTO requests SELECT 1, total(score), "
+               "total(CASE WHEN ram = 'placed' THEN score END), "
+               "count(CASE WHEN score > 0 THEN 1 END), NULL, 0 FROM variants WHERE refs > 0")
+
+
+def _to_2(db: sqlite3.Connection) -> None:
+    """What a tier holds and the requests' totals kept as they change (triggers), so a run
+    reads them, not every row; indexes that cover what a quiet run asks (unsettled copies
+    in either tier, what NVMe lacks); ``kept_wide_nvme`` dropped (NVMe takes every width: a
+    tenth of the index's bytes, never read); a source's key kept once, in ``sources``, and
+    named by its id in ``refs`` (it was in two rows a variant)."""
+    db.execute("CREATE TABLE sources (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE)")
+    db.execute("INSERT INTO sources (key) SELECT DISTINCT key FROM refs ORDER BY key")
+    db.execute("CREATE TABLE refs_by_source (source INTEGER NOT NULL, path TEXT NOT NULL, "
+               "PRIMARY KEY (source, path)) WITHOUT ROWID")
+    db.execute("INSERT INTO refs_by_source SELECT s.id, r.path FROM refs r "
+               "JOIN sources s ON s.key = r.key ORDER BY s.id, r.path")
+    db.execute("DROP TABLE refs")  # (and its refs_by_path)
+    db.execute("ALTER TABLE refs_by_source RENAME TO refs")
+    db.execute("CREATE INDEX refs_by_path ON refs (path)")
+    db.execute("DROP INDEX IF EXISTS kept_wide_nvme")
+    for name in ("unsettled_nvme", "need_nvme"):
+        db.execute(f"DROP INDEX IF EXISTS {name}")
+    for t in ("ram", "nvme"):
+        db.execute(f"CREATE INDEX unsettled_{t} ON variants (path, bytes, {t}) "
+                   f"WHERE {t} IN ('placing', 'evicting')")
+    db.execute("CREATE INDEX need_nvme ON variants (path, bytes) WHERE refs > 0 AND nvme IS NULL")
+    # what each tier holds: kept by Index.mark and forget_tier, the only writers of a tier's
+    # state (a trigger a row would cost a first fill half its time again)
+    db.execute("CREATE TABLE held (tier TEXT PRIMARY KEY, files INTEGER NOT NULL, "
+               "bytes INTEGER NOT NULL, units INTEGER NOT NULL, pages INTEGER NOT NULL) "
+               "WITHOUT ROWID")
+    # the requests: their total, what RAM answers, how many variants have a score, and how
+    # many of those score above ``threshold`` (the prior's percentile as last found: the
+    # next is found from it, walking as far as it moved: Scores.score_percentile)
+    db.execute("CREATE TABLE requests (one INTEGER PRIMARY KEY CHECK (one = 1), "
+               "total REAL NOT NULL, in_ram REAL NOT NULL, scored INTEGER NOT NULL, "
+               "threshold REAL, above INTEGER NOT NULL)")
+    tallies(db)
+    # (only a row with a score counts: a new variant's, a placement's, a reference's change
+    # fires nothing while it has none)
+    db.execute("CREATE TRIGGER requests_insert AFTER INSERT ON variants "
+               "WHEN new.refs > 0 AND new.score != 0 "
+               f"BEGIN UPDATE requests SET {_only('new', _REQUESTS)}; END")
+    db.execute("CREATE TRIGGER requests_delete AFTER DELETE ON variants "
+               "WHEN old.refs > 0 AND old.score != 0 "
+               f"BEGIN UPDATE requests SET {_only('old', _REQUESTS)}; END")
+    db.execute("CREATE TRIGGER requests_update AFTER UPDATE OF score, refs, ram ON variants "
+               "WHEN (old.score != 0 OR new.score != 0) AND (old.score IS NOT new.score "
+               "OR (old.refs > 0) IS NOT (new.refs > 0) "
+               "OR (old.ram IS 'placed') IS NOT (new.ram IS 'placed')) "
+               f"BEGIN UPDATE requests SET {_REQUESTS}; END")
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_to_1,)  # MIGRATIONS[n - 1] makes version n
+MIGRATIONS: tuple[Migration, ...] = (_to_1, _to_2)  # MIGRATIONS[n - 1] makes version n
 INDEX_SCHEMA: int = len(MIGRATIONS)  # the version this code writes
 
 

@@ -21,6 +21,7 @@ from imgwarm.cache.rank import (
     class_weights,
     measure_shares,
 )
+from imgwarm.cache.schema import tallies
 
 IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
 
@@ -61,14 +62,14 @@ class Scores:
         and shared out by each variant's own score plus SHARE_PRIOR requests now spread by
         the site's shares (measured on the sources ranked again). Returns how many sources
         were ranked again."""
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (key TEXT PRIMARY KEY) "
-                        "WITHOUT ROWID")
+        # (sources by their id in ``sources``: schema.py)
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS touched (source INTEGER PRIMARY KEY)")
         self.db.execute("DELETE FROM touched")
         found = sorted(set(paths))
         for at in range(0, len(found), IN_CHUNK):
             chunk = found[at:at + IN_CHUNK]
             self.db.execute(
-                "INSERT OR IGNORE INTO touched SELECT key FROM refs "
+                "INSERT OR IGNORE INTO touched SELECT source FROM refs "
                 f"WHERE path IN ({','.join('?' * len(chunk))})", chunk)
         # The young: under a half-life old at every run (their estimate moves fastest), up to
         # YOUNG_FOR half-lives once an hour (a few percent an hour then)
@@ -77,35 +78,35 @@ class Scores:
             ages = YOUNG_FOR
             self.remember("young_ranked", now)
         self.db.execute(
-            "INSERT OR IGNORE INTO touched SELECT r.key FROM variants v JOIN refs r "
+            "INSERT OR IGNORE INTO touched SELECT r.source FROM variants v JOIN refs r "
             "ON r.path = v.path WHERE v.refs > 0 AND v.born IS NOT NULL AND v.born > ?",
             (now - ages * decay.half_life,))
         # each variant of those sources, with its value: its corrected score plus its prior
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS base (key TEXT, path TEXT, score REAL, "
-                        "format TEXT, class INTEGER, value REAL)")
-        # (by key: the shares join a source's variants to its mean; a scan instead would be
-        # sources x variants)
-        self.db.execute("CREATE INDEX IF NOT EXISTS temp.base_by_key ON base (key)")
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS base (source INTEGER, path TEXT, "
+                        "score REAL, format TEXT, class INTEGER, value REAL)")
+        # (by source: the shares join a source's variants to its mean; a scan instead would
+        # be sources x variants)
+        self.db.execute("CREATE INDEX IF NOT EXISTS temp.base_by_source ON base (source)")
         self.db.execute("DELETE FROM base")
         self.db.execute(
-            f"INSERT INTO base SELECT r.key, v.path, v.score, v.format, {_width_class('v')}, "
-            f"{_estimate('v')} + v.prior FROM touched t JOIN refs r ON r.key = t.key "
-            "JOIN variants v ON v.path = r.path WHERE v.refs > 0",
+            f"INSERT INTO base SELECT r.source, v.path, v.score, v.format, {_width_class('v')}, "
+            f"{_estimate('v')} + v.prior FROM touched t CROSS JOIN refs r ON r.source = t.source "
+            "CROSS JOIN variants v ON v.path = r.path WHERE v.refs > 0",  # (from the few)
             {"now": now, "half_life": decay.half_life})
         self._measure(now, decay)
         self.db.execute(
             "UPDATE variants SET density = e.estimate / "
             f"((max(bytes, 1) + {PAGE - 1}) / {PAGE} * {PAGE}) FROM ("
             "  WITH weighed AS MATERIALIZED ("
-            "    SELECT b.key AS key, b.path AS path, b.score AS score, b.value AS value,"
+            "    SELECT b.source AS source, b.path AS path, b.score AS score, b.value AS value,"
             "           coalesce(s.weight, 1.0) AS weight"
             "    FROM base b LEFT JOIN shares s ON s.format = b.format AND s.class = b.class),"
-            "  source AS (SELECT key, sum(value) AS total, sum(score) AS score,"
-            "             sum(weight) AS weight FROM weighed GROUP BY key)"
+            "  pooled AS (SELECT source, sum(value) AS total, sum(score) AS score,"
+            "             sum(weight) AS weight FROM weighed GROUP BY source)"
             "  SELECT w.path AS path,"
-            "        max(source.total * (w.score + ?1 * w.weight)"
-            "            / (source.score + ?1 * source.weight)) AS estimate"
-            "  FROM weighed w JOIN source ON source.key = w.key GROUP BY w.path"
+            "        max(pooled.total * (w.score + ?1 * w.weight)"
+            "            / (pooled.score + ?1 * pooled.weight)) AS estimate"
+            "  FROM weighed w JOIN pooled ON pooled.source = w.source GROUP BY w.path"
             ") AS e WHERE variants.path = e.path", (SHARE_PRIOR * decay(now),))
         ranked: int = self.db.execute("SELECT count(*) FROM touched").fetchone()[0]
         return ranked
@@ -116,10 +117,10 @@ class Scores:
         kept = {(fmt, cls): (score, mean) for fmt, cls, score, mean in self.meta("classes", [])}
         faded = 2.0 ** (-max(0.0, now - self.meta("classes_at", now)) / decay.half_life)
         shares = measure_shares(kept, faded, self.db.execute(
-            "WITH sources AS (SELECT key, total(score) / count(*) AS mean FROM base"
-            "                 GROUP BY key HAVING count(*) >= 2)"
+            "WITH pooled AS (SELECT source, total(score) / count(*) AS mean FROM base"
+            "                GROUP BY source HAVING count(*) >= 2)"
             "SELECT b.format, b.class, total(b.score), total(s.mean) "
-            "FROM base b JOIN sources s ON s.key = b.key GROUP BY b.format, b.class"),
+            "FROM base b JOIN pooled s ON s.source = b.source GROUP BY b.format, b.class"),
             decay(now))
         self.remember("classes", [[*key, *totals] for key, totals in sorted(shares.items())])
         self.remember("classes_at", now)
@@ -134,16 +135,41 @@ class Scores:
         """Multiply every score and prior (the decay's epoch moved, or its half-life)."""
         self.db.execute("UPDATE variants SET score = score * ?1, prior = prior * ?1, "
                         "density = density * ?1", (factor,))
+        tallies(self.db)  # (counted again: the sums of a product, not of its deltas)
 
     def score_percentile(self, fraction: float) -> float | None:
-        count = self.db.execute(
-            "SELECT count(*) FROM variants WHERE score > 0 AND refs > 0").fetchone()[0]
-        if not count:
+        """The score ``fraction`` of the way up the scored variants, found from the last one
+        found (``threshold``, and ``above``: how many score above it; both kept by the
+        triggers, schema.py): ``by_score`` is walked as far as the percentile moved, not
+        over the scored variants (the first time, from the top: the few above it)."""
+        count, threshold, above = self.db.execute(
+            "SELECT scored, threshold, above FROM requests").fetchone()
+        if count <= 0:
             return None
-        row = self.db.execute(
-            "SELECT score FROM variants WHERE score > 0 AND refs > 0 ORDER BY score "
-            "LIMIT 1 OFFSET ?", (min(count - 1, int(count * fraction)),)).fetchone()
-        return float(row[0])
+        rank = count - 1 - min(count - 1, int(count * fraction))  # from the top, 0 first
+        # (a bound of the walk's start written first: SQLite starts a range at the first)
+        if threshold is None:
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score > 0 AND refs > 0 "
+                "ORDER BY score DESC LIMIT ?", (rank + 1,))]
+            score, above = walked[-1], 0
+        elif rank >= above:  # at or below the last: down from it
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score <= ? AND score > 0 AND refs > 0 "
+                "ORDER BY score DESC LIMIT ?", (threshold, rank - above + 1))]
+            score = walked[-1]
+        else:  # above it: up from it, and the ties of the one found (above it no more)
+            walked = [s for (s,) in self.db.execute(
+                "SELECT score FROM variants WHERE score > ? AND score > 0 AND refs > 0 "
+                "ORDER BY score LIMIT ?", (threshold, above - rank))]
+            score = walked[-1]
+            above -= sum(1 for s in walked if s < score) + self.db.execute(
+                "SELECT count(*) FROM variants WHERE score = ? AND score > 0 AND refs > 0",
+                (score,)).fetchone()[0]
+            walked = []
+        above += sum(1 for s in walked if s > score)  # (walked down: those passed)
+        self.db.execute("UPDATE requests SET threshold = ?, above = ?", (score, above))
+        return float(score)
 
     def set_pinned(self, paths: set[str]) -> bool:
         """Pin these paths (a hot list), unpin the rest; True when anything changed."""
@@ -158,10 +184,9 @@ class Scores:
 
     def hit_share(self) -> tuple[float, float]:
         """(decayed weight of the requests the RAM tier holds, of all requests to variants)."""
-        row = self.db.execute(
-            "SELECT total(score), total(CASE WHEN ram = 'placed' THEN score END) "
-            "FROM variants WHERE refs > 0").fetchone()
-        return float(row[1]), float(row[0])
+        total, in_ram = self.db.execute("SELECT total, in_ram FROM requests").fetchone()
+        total = max(0.0, float(total))  # (sums kept by their changes: clamped, as they drift)
+        return min(max(0.0, float(in_ram)), total), total
 
     def prior(self, now_weight: float) -> float:
         """The prior of a variant uploaded now (rank.py): the PRIOR_PERCENTILE score of the

@@ -43,6 +43,35 @@ def test_the_prior_is_a_busy_variant_s_score(tmp_path: Path) -> None:
     assert index.prior(now_weight=2.0) == 91.0  # the 90th percentile
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_percentile_found_from_the_last_is_the_one_counted_afresh(tmp_path: Path,
+                                                                      seed: int) -> None:
+    """score_percentile walks from the last percentile it found (issue 41); it is always the
+    one a count over every scored variant finds, as scores move, ties form, sources go and
+    every score is rescaled."""
+    import random
+
+    rnd = random.Random(seed)
+    index = _index(tmp_path, {f"v{i}.webp": 1000 for i in range(200)})
+    for s in range(20):
+        index.set_source(f"s{s}", [Variant(format="webp", width=320, height=200, bytes=900,
+                                           path=f"s{s}-{w}.webp") for w in range(3)], 0.0)
+    paths = [p for (p,) in index.db.execute("SELECT path FROM variants")]
+    for run in range(40):
+        index.add_scores({p: float(rnd.choice([0.5, 1, 1, 2, 7, 40, rnd.random()]))
+                          for p in rnd.sample(paths, rnd.randint(1, 30))})
+        if rnd.random() < 0.2:
+            index.set_source(f"s{rnd.randrange(20)}", [], 0.0)
+        if rnd.random() < 0.1:
+            index.rescale(rnd.choice([0.5, 0.25]))
+        fraction = rnd.choice([0.9, 0.9, 0.5, 0.0, 0.99])
+        scored = [s for (s,) in index.db.execute(
+            "SELECT score FROM variants WHERE score > 0 AND refs > 0 ORDER BY score")]
+        expected = scored[min(len(scored) - 1, int(len(scored) * fraction))] if scored else None
+        assert index.score_percentile(fraction) == expected, f"run {run}"
+    index.close(keep=False)
+
+
 def test_choose_is_greedy_by_density_within_the_budget(tmp_path: Path) -> None:
     sizes = {"big-hot": 40_000, "small-hot": 4_000, "pinned": 8_000, "cold": 4_000,
              "small-warm": 4_000}

@@ -14,8 +14,9 @@ import pytest
 
 from imgwarm.cache.index import Index
 from imgwarm.cache.lock import INDEX
-from imgwarm.cache.schema import INDEX_SCHEMA
+from imgwarm.cache.schema import INDEX_SCHEMA, MIGRATIONS
 from imgwarm.exceptions import FormatTooNew
+from imgwarm.manifest import Variant
 from imgwarm.store.format import imgwarm_version
 from tests.support.cli import Cli
 from tests.support.files import all_files
@@ -35,9 +36,10 @@ from tests.support.versions import (
 
 # the indexes 0.2.0 had, by name (the ones renamed since must be gone)
 INDEXES = {"refs_by_path", "ranking", "by_score", "need_nvme", "kept_ram", "kept_nvme",
-           "kept_gone_ram", "kept_gone_nvme", "kept_wide_ram", "kept_wide_nvme",
-           "unsettled_nvme", "gone", "pinned", "young"}
+           "kept_gone_ram", "kept_gone_nvme", "kept_wide_ram", "unsettled_ram",
+           "unsettled_nvme", "gone", "pinned", "young"}  # (schema 2: kept_wide_nvme dropped)
 RENAMED = {"by_rank", "in_ram", "on_nvme", "held_ram", "held_nvme"}
+REFS = "SELECT s.key, r.path FROM refs r JOIN sources s ON s.id = r.source"  # (schema 2)
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -76,7 +78,7 @@ def test_an_older_index_is_migrated_in_place_with_its_rows(tmp_path: Path, ddl: 
     assert index_names(path) == INDEXES and not index_names(path) & RENAMED
     assert _rows(path, "SELECT path, format, width, bytes, refs, score, prior, density, "
                        "pinned, ram, nvme FROM variants") == sorted(OLD_VARIANTS, key=repr)
-    assert _rows(path, "SELECT key, path FROM refs") == sorted(OLD_REFS, key=repr)
+    assert _rows(path, REFS) == sorted(OLD_REFS, key=repr)
     assert _rows(path, "SELECT name, value FROM meta") == sorted(OLD_META, key=repr)
     if "written" in ddl:  # 0.2.0's gc stamps and ages kept
         assert _rows(path, "SELECT dropped, born FROM variants WHERE refs = 0") == [
@@ -149,4 +151,70 @@ def test_processes_opening_one_old_index_at_once_migrate_it_once(tmp_path: Path)
     assert all(opener.returncode == 0 for opener in openers)
     assert found.count(0) == 1 and found.count(INDEX_SCHEMA) == 3
     assert user_version(path) == INDEX_SCHEMA
-    assert _rows(path, "SELECT key, path FROM refs") == sorted(OLD_REFS, key=repr)
+    assert _rows(path, REFS) == sorted(OLD_REFS, key=repr)
+
+
+def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: Path) -> None:
+    """Schema 2 (issue 41): what each tier holds and the requests' totals are kept by
+    triggers, counted from the rows an index of schema 1 holds; the rows are kept, and the
+    tallies follow every change after (a tier's state, a score, a reference)."""
+    path = tmp_path / "state" / INDEX
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[0](db)
+    db.execute("PRAGMA user_version = 1")
+    db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
+                   "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   OLD_VARIANTS)
+    db.executemany("INSERT INTO refs VALUES (?, ?)", OLD_REFS)
+    db.close()
+    index = Index(path)
+    assert index.migrated_from == 1
+    assert index_names(path) == INDEXES
+    # every referenced variant (2) is on NVMe, one in RAM; the unreferenced one is evicting
+    assert index.totals("nvme", 1) == (3, 117_000, 117_000)
+    assert index.totals("ram", 4096) == (1, 20_000, 20_480)
+    assert index.hit_share() == (3.5, 3.5)
+    assert index.score_percentile(0.9) == 3.5
+    assert [p.path for p in index.unsettled("nvme")] == [OLD_VARIANTS[2][0]]
+    index.mark("ram", [OLD_VARIANTS[1][0]], "placed")
+    index.add_scores({OLD_VARIANTS[1][0]: 0.5})
+    index.mark("nvme", [OLD_VARIANTS[2][0]], None)
+    assert index.totals("ram", 4096) == (2, 110_000, 20_480 + 90_112)
+    assert index.totals("nvme", 1) == (2, 110_000, 110_000)
+    assert index.hit_share() == (4.0, 4.0)
+    index.set_source("uploads/photo.jpg", [], 0.0)  # the source is gone: nothing referenced
+    assert index.hit_share() == (0.0, 0.0) and index.score_percentile(0.9) is None
+    index.close(keep=True)
+    assert user_version(path) == INDEX_SCHEMA == 2
+    assert _rows(path, "SELECT path, format, width, bytes FROM variants") == sorted(
+        (v[:4] for v in OLD_VARIANTS), key=repr)
+    assert _rows(path, REFS) == [] and _rows(path, "SELECT key FROM sources") == []
+
+
+def test_schema_2_keeps_a_source_s_key_once(tmp_path: Path) -> None:
+    """A schema 1 index's references (key, path) become a source (its key once) and its
+    references by id; the index reads them back as it did."""
+    path = tmp_path / "state" / INDEX
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[0](db)
+    db.execute("PRAGMA user_version = 1")
+    db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
+                   "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   OLD_VARIANTS)
+    db.executemany("INSERT INTO refs VALUES (?, ?)", [*OLD_REFS, ("b.jpg", OLD_VARIANTS[0][0])])
+    db.execute("UPDATE variants SET refs = 2 WHERE path = ?", (OLD_VARIANTS[0][0],))
+    db.close()
+    index = Index(path)
+    assert index.source_keys() == {"uploads/photo.jpg", "b.jpg"}
+    assert _rows(path, "SELECT key FROM sources") == [("b.jpg",), ("uploads/photo.jpg",)]
+    photo = [Variant(format="webp", width=640, height=427, bytes=20_000, path=OLD_VARIANTS[0][0])]
+    assert index.set_source("uploads/photo.jpg", photo, 0.0) == (0, 1)  # the jpeg dropped
+    assert index.set_source("b.jpg", [], 0.0) == (0, 1)
+    assert index.set_source("c.jpg", photo, 0.0) == (1, 0)
+    assert index.states([OLD_VARIANTS[0][0]])[OLD_VARIANTS[0][0]].refs == 2
+    index.close(keep=True)
+    assert _rows(path, REFS) == [("c.jpg", OLD_VARIANTS[0][0]),
+                                 ("uploads/photo.jpg", OLD_VARIANTS[0][0])]
+    assert _rows(path, "SELECT key FROM sources") == [("c.jpg",), ("uploads/photo.jpg",)]

@@ -53,6 +53,7 @@ def reconcile(run: Run) -> None:
     holds that is missing or damaged (size, or hash against the name) is copied again."""
     if not run.full:
         return
+    run.index.recount()  # (a whole pass: the tallies counted afresh, whatever edited rows)
     for policy in run.policies:
         tier, report = policy.tier, policy.report
         held = run.index.held(tier.name)
