@@ -33,6 +33,8 @@ Usage (a quiet machine for the figures: no tests, no other sessions; 1M sources 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from common import HERE, IMGWARM
-from scalegen import generate, key_of
+from scalegen import generate
 
 COMMANDS = ("first warm", "no-change warm", "uploads", "warm 10 new", "fsck", "gc --full", "gc")
 UPLOADS = 10
@@ -96,10 +98,8 @@ def measure(command: list[str], env: dict[str, str], log: Path) -> dict[str, Any
     found = {"s": round(wall, 3), "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
              "rss_mb": round(usage.ru_maxrss / 1024, 1)}  # ru_maxrss: KiB on Linux
     lines = said.read_text(errors="replace").strip().splitlines()
-    try:
-        found["own_s"] = round(float(json.loads(lines[-1])["seconds"]), 4)
-    except (IndexError, ValueError, KeyError, TypeError):
-        pass  # (optimize reports no run time)
+    with contextlib.suppress(IndexError, ValueError, KeyError, TypeError):
+        found["own_s"] = round(float(json.loads(lines[-1])["seconds"]), 4)  # (optimize: none)
     return found
 
 
@@ -204,7 +204,7 @@ def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests
 def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each command's own CPU time and peak RSS at one size over the size before."""
     out = []
-    for before, after in zip(rows, rows[1:], strict=False):
+    for before, after in itertools.pairwise(rows):
         if before["origin"] != after["origin"]:
             continue
         ratios = {"origin": after["origin"], "from": before["sources"], "to": after["sources"]}

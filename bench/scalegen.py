@@ -14,6 +14,7 @@ made), by ``processes`` processes, each a contiguous range of source numbers; fo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -83,10 +84,8 @@ class _Writer:
         parent = folder.rpartition("/")[0]
         if parent:
             self._folder(parent)
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(f"{self.root}/{folder}", 0o755)
-        except FileExistsError:
-            pass
         self.made.add(folder)
 
     def write(self, relative: str, data: bytes) -> None:
