@@ -23,6 +23,7 @@ from typing import Any
 
 from imgwarm.exceptions import LayoutError, StorageError
 from imgwarm.manifest import Record, parse_record
+from imgwarm.racepoints import reached
 from imgwarm.store.local import LocalStore
 from imgwarm.store.manifests import ManifestStore, sound
 
@@ -120,4 +121,5 @@ def _read(folder: str) -> Read:
             damaged.append(path)
         elif manifests.key_path(record.key) == path:
             found.append(record)
+    reached("fill.read")
     return found, damaged
