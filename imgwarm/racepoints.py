@@ -18,6 +18,8 @@ The points (name: the moment just after):
     gc.claims_listed      a full pass has listed the claims (of a folder), before it sets them right
     gc.candidates         the candidates are known, before any is removed
     warm.listed           warm --full has listed a tier, before it removes strays
+    fill.read             a first warm's reading process has read a folder's records, before
+                          it hands them back
 """
 
 from __future__ import annotations

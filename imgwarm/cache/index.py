@@ -457,6 +457,34 @@ class Index(Scores):
                 f"SELECT path, bytes FROM variants WHERE path IN ({marks}){where}", part))
         return found
 
+    # --- first fill ---
+
+    def listing_started(self) -> None:
+        """A listing of every source begins: the keys it finds are kept in a temporary table
+        (in SQLite's cache, then its temporary file: not a set that grows with the store),
+        so that after it the sources it did not find can be told."""
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS listed (key TEXT PRIMARY KEY) WITHOUT ROWID")
+        self.db.execute("DELETE FROM temp.listed")
+
+    def listed(self, keys: Iterable[str]) -> None:
+        """Keys the listing found (as ``stored`` keeps them)."""
+        self.db.executemany("INSERT OR IGNORE INTO temp.listed VALUES (?)",
+                            ((key,) for key in keys))
+
+    def unlisted(self, batch: int = 1024) -> Iterator[list[str]]:
+        """The keys that reference a variant and that the listing did not find, a batch at a
+        time in key order (each read after the last: the caller may drop them meanwhile)."""
+        last = ""
+        while True:
+            found = [key for (key,) in self.db.execute(
+                "SELECT DISTINCT key FROM refs WHERE key > ? AND key NOT IN "
+                "(SELECT key FROM temp.listed) ORDER BY key LIMIT ?", (last, batch))]
+            if not found:
+                return
+            yield found
+            last = found[-1]
+
 
 def known_in(index: str | Path, paths: list[str]) -> set[str]:
     """Of ``paths``, those the index file holds a row for (committed), read through this

@@ -50,7 +50,7 @@ class Run:
     wanted: dict[str, dict[str, int]] = field(default_factory=dict)  # tier -> path -> bytes
     # --- copies started while the records are read (steps/ahead.py) -------------------------
     ahead: list[tuple[list[Item], Waiting]] = field(default_factory=list)
-    tried: set[str] = field(default_factory=set)  # copied ahead to the backing tier
+    tried: set[str] = field(default_factory=set)  # copied ahead to the backing tier, failed
     room: dict[str, int] = field(default_factory=dict)  # bytes an empty tier may take ahead
     copier: Copier | None = None  # started on the first copy: a run with none forks nothing
     backing: TierPolicy = field(init=False)  # the tier the others read from (NVMe)

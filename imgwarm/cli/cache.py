@@ -47,6 +47,7 @@ if TYPE_CHECKING:
               cls=SettingOption)
 @click.option("--allow-non-tmpfs", "ram_allow_non_tmpfs", is_flag=True, default=None,
               cls=SettingOption)
+@click.option("--processes", "fill_processes", type=int, metavar="N", cls=SettingOption)
 @click.option("--full", is_flag=True,
               help="Reconcile index, tiers and origin completely: list every manifest, check "
               "every file in the tiers (repairs files deleted or damaged by hand).")

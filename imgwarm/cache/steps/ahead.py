@@ -55,7 +55,6 @@ def copy(run: Run, entries: list[tuple[str, int]]) -> None:
         return
     placing(run, items)
     run.ahead.append((items, run.copies().start(items)))
-    run.tried.update(item.path for item in items if backing.name in item.targets)
     settle(run, keep=AHEAD)
 
 
@@ -65,5 +64,12 @@ def settle(run: Run, keep: int = 0) -> None:
         return
     done = [(items, wait()) for items, wait in run.ahead[:len(run.ahead) - keep]]
     del run.ahead[:len(done)]
-    placed(run, [i for items, _ in done for i in items],
-           [r for _, results in done for r in results])
+    items = [i for batch, _ in done for i in batch]
+    results = [r for _, found in done for r in found]
+    placed(run, items, results)
+    # what the backing tier did not take is not tried again in this run (what it took is
+    # placed, which the plan does not ask for: so ``tried`` holds the failures only)
+    backing = run.backing.name
+    run.tried.update(item.path for item, result in zip(items, results, strict=True)
+                     if backing in item.targets and result[item.targets.index(backing)]
+                     is not True)

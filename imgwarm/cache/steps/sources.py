@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from imgwarm.cache import fill
 from imgwarm.cache.index import Index
 from imgwarm.cache.run import Run
 from imgwarm.cache.steps import ahead
@@ -25,7 +26,9 @@ def read(run: Run) -> None:
     cursor = run.index.meta("changes")
     if run.full or journal is None or cursor is None or not journal.readable(cursor):
         fresh = journal.now() if journal is not None else ""
-        _listed(run, run.stores.manifests.everything())
+        _listed(run, fill.records(run.stores.manifests,
+                                  fill.processes_for(run.cache.fill_processes),
+                                  drop=() if run.lock is None else (run.lock,)))
     else:
         batch = journal.since(cursor)
         fresh = batch.cursor
@@ -48,29 +51,31 @@ def read(run: Run) -> None:
 def _listed(run: Run, records: Iterator[Record]) -> None:
     """Every record (a first run, --full): the index set from them as they are read, and
     where the backing tier takes every variant (no budget), their files copied there
-    meanwhile."""
+    meanwhile. Memory holds a batch of records, whatever the store's size: the keys found
+    are kept in the index (``listed``), not in a set."""
     prior_now = run.index.prior(run.decay(run.now))
-    known = run.index.source_keys()
+    run.index.listing_started()
     ahead.prepare(run)
     found: Found = []
     entries: list[tuple[str, int]] = []  # (path, width)
     for record in records:
-        key = Index.stored(record.key)
-        known.discard(key)
-        found.append((key, record, run.now))
+        found.append((Index.stored(record.key), record, run.now))
         if isinstance(record, Manifest):
             entries.extend((v.path, v.width) for v in record.variants)
-        if len(entries) >= BATCH:
+        if len(entries) >= BATCH or len(found) >= BATCH:
             _set_sources(run, found, prior_now)
+            run.index.listed(key for key, _, _ in found)
             ahead.copy(run, entries)
             found, entries = [], []
     _set_sources(run, found, prior_now)
+    run.index.listed(key for key, _, _ in found)
     ahead.copy(run, entries)
     # gone, but for a damaged record's source: what it referenced stays until it is read
     damaged = {p.stem for p in run.stores.manifests.damaged}
     run.report.damaged_records = len(damaged)
-    _set_sources(run, [(key, None, run.now) for key in known
-                       if key_digest(key) not in damaged], prior_now)
+    for keys in run.index.unlisted(BATCH):
+        gone = [key for key in keys if key_digest(key) not in damaged]
+        _set_sources(run, [(key, None, run.now) for key in gone], prior_now)
     ahead.settle(run)
 
 
