@@ -97,10 +97,9 @@ class _Writer:
             os.close(fd)
 
 
-def _sources(job: tuple[Path, Path, str, int, int, int, int]) -> int:
-    origin, manifests, prefix, start, stop, max_entries, levels = job
+def _sources(job: tuple[Path, Path, str, int, int, int, int, bytes, bytes]) -> int:
+    origin, manifests, prefix, start, stop, max_entries, levels, webp, jpeg = job
     layout = Layout(max_entries=max_entries, levels=levels)
-    webp, jpeg = _encoded()
     vp8x = _vp8x(webp)
     files, records = _Writer(origin), _Writer(manifests)
     now = time.time()
@@ -145,9 +144,11 @@ def generate(origin: Path, manifests: Path, sources: int, *, prefix: str = "/ben
          "written_by": f"imgwarm {imgwarm_version()}"}))
     if not (manifests / BUILT).exists():
         (manifests / BUILT).write_text(json.dumps({"built": time.time(), "by": os.getpid()}))
+    webp, jpeg = _encoded()  # here, not in the forked processes: libvips's threads do not
+    # survive a fork (a child's first libvips call can wait for ever)
     step = -(-sources // max(1, processes * 8))  # small jobs: the processes end together
     jobs = [(origin, manifests, prefix, n, min(n + step, start + sources), layout.max_entries,
-             layout.levels) for n in range(start, start + sources, step)]
+             layout.levels, webp, jpeg) for n in range(start, start + sources, step)]
     if processes <= 1 or len(jobs) == 1:
         done = sum(map(_sources, jobs))
     else:

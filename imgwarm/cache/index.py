@@ -478,7 +478,7 @@ class Index(Scores):
         last = ""
         while True:
             found = [key for (key,) in self.db.execute(
-                "SELECT DISTINCT key FROM refs WHERE key > ? AND key NOT IN "
+                "SELECT key FROM sources WHERE key > ? AND key NOT IN "
                 "(SELECT key FROM temp.listed) ORDER BY key LIMIT ?", (last, batch))]
             if not found:
                 return

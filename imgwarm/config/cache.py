@@ -62,10 +62,11 @@ class CacheSettings(Group):
         True, description="Remove from both tiers the variants that no manifest references "
         "any more (a source deleted or made again with other settings).")
     fill_processes: int = Field(
-        0, ge=0, le=256,
+        1, ge=0, le=256,
         description="Processes that read and parse the manifests on a first or --full warm "
         "(from a local origin), each a slice of the manifest store's shard folders, while "
-        "this one writes the index and starts the copies. 0: one a core.")
+        "this one writes the index and starts the copies. 0: one a core; 1 (the default): "
+        "read in this process, by threads (on 2 cores the copies already take both).")
     ram_allow_non_tmpfs: bool = Field(
         False, description="Let the RAM tier be on a file system that is not tmpfs.")
 

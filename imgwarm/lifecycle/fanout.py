@@ -93,3 +93,15 @@ def merge(kind: str, shards: int, ended: dict[str, dict[str, Any]],
     else:
         merged = GcReport.merged([GcReport.from_object(ended[name]) for name in order])
     return FanOut(kind, shards, merged, dict(failed))
+
+
+def settle(fanned: FanOut, settings: Settings, *, dry_run: bool = False) -> bool:
+    """After a queued ``gc --full``: when every slice ended well (and removed for real), the
+    slices together set right every folder's claims, as one whole pass does, so the store's
+    references are built (a slice alone never says so). True when marked."""
+    if fanned.kind != "gc" or fanned.failed or dry_run:
+        return False
+    from imgwarm.store import Stores
+
+    Stores.for_settings(settings.store).manifests.references.mark_built()
+    return True

@@ -13,7 +13,7 @@ from celery import states as celery_states
 from celery.result import AsyncResult
 
 from imgwarm.config import Settings
-from imgwarm.lifecycle.fanout import FanOut, merge, slices
+from imgwarm.lifecycle.fanout import FanOut, merge, settle, slices
 from imgwarm.workers.app import SLICE_TASK
 from imgwarm.workers.client import _broker, _message, client_app
 
@@ -67,7 +67,9 @@ def fan_out(kind: str, settings: Settings, *, shards: int, options: dict[str, An
                                    "still run)"
             break
         time.sleep(POLL)
-    return merge(kind, shards, ended, failed)
+    fanned = merge(kind, shards, ended, failed)
+    settle(fanned, settings, dry_run=bool((options or {}).get("dry_run")))
+    return fanned
 
 
 def _state(job: AsyncResult) -> Callable[[], str]:

@@ -39,7 +39,8 @@ def _index(box: Settings) -> tuple[list[tuple[object, ...]], list[tuple[object, 
     db = sqlite3.connect(box.cache.cache_state / "index.sqlite")
     variants = db.execute("SELECT path, refs, bytes, width, ram, nvme FROM variants "
                           "ORDER BY path").fetchall()
-    refs = db.execute("SELECT key, path FROM refs ORDER BY key, path").fetchall()
+    refs = db.execute("SELECT s.key, r.path FROM refs r JOIN sources s ON s.id = r.source "
+                      "ORDER BY s.key, r.path").fetchall()
     db.close()
     return variants, refs
 

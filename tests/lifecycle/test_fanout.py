@@ -101,13 +101,17 @@ def test_gc_full_on_the_workers_removes_what_a_whole_gc_full_does(
     try:
         whole_exit, whole = run_json(store, "gc", "--full", "--grace", "0")
         assert whole_exit == 0 and whole["removed"] == FILES  # the unnamed source's
-        other.worker("--concurrency", "2")
+        references = Stores.for_settings(other.settings().store).manifests.references
+        references.store.delete("references.json")  # as a store never built: the slices
+        assert not references.built()  # together build it, none alone (tests/lifecycle/
+        other.worker("--concurrency", "2")  # test_shard.py: a slice never marks it)
         queued_exit, queued = run_json(other, "gc", "--full", "--grace", "0", "--queue",
                                        "--shards", "3")
         assert (queued_exit, queued["failed_slices"]) == (0, {})
         assert same(queued) == same(whole)
         left = {str(p) for p in Stores.for_settings(other.settings().store).origin.files()}
         assert left == {str(p) for p in store.stores().origin.files()}
+        assert Stores.for_settings(other.settings().store).manifests.references.built()
     finally:
         other.stop()
 
