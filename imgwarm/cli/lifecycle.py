@@ -3,6 +3,7 @@ variants nobody names reclaimed after a grace period; a store's bad states found
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -17,6 +18,18 @@ if TYPE_CHECKING:
     from imgwarm.lifecycle.fanout import FanOut
     from imgwarm.lifecycle.fsck import FsckReport
     from imgwarm.store.shard import Shard
+
+
+def queue_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--queue`` and ``--shards``: a store-wide pass as slices on the workers."""
+    command = click.option(
+        "--shards", type=click.IntRange(1, 4096), default=16, show_default=True, metavar="N",
+        help="With --queue: how many slices (jobs) the pass is cut into.")(command)
+    return click.option(
+        "--queue", "queued", is_flag=True,
+        help="Run it as jobs on the workers (imgwarm worker, the queue settings): every slice "
+        "a job; waits with progress and prints the merged summary when the last slice ends, "
+        "and which slices failed.")(command)
 
 
 @command()
@@ -84,12 +97,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
               help="With --full: do slice I of N (the variants of its share of the shard "
               "folders); N runs, one a machine, do together what one whole pass does.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
-@click.option("--queue", "queued", is_flag=True,
-              help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
-              "every slice a job; waits with progress and prints the merged summary when "
-              "the last slice ends, and which slices failed.")
-@click.option("--shards", type=click.IntRange(1, 4096), default=16, show_default=True,
-              metavar="N", help="With --queue: how many slices (jobs) the pass is cut into.")
+@queue_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
@@ -154,12 +162,7 @@ def gc(ctx: click.Context, /, grace: str | None, full: bool, dry_run: bool,
               "every record is still read); N runs, one a machine, find together what one "
               "whole check finds.")
 @click.option("--now", "now", type=float, hidden=True, help="The clock, for tests.")
-@click.option("--queue", "queued", is_flag=True,
-              help="Run it as jobs on the workers (imgwarm worker, the queue settings): "
-              "every slice a job; waits with progress and prints the merged summary when "
-              "the last slice ends, and which slices failed.")
-@click.option("--shards", type=click.IntRange(1, 4096), default=16, show_default=True,
-              metavar="N", help="With --queue: how many slices (jobs) the pass is cut into.")
+@queue_options
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (with the paths).")
 @click.pass_context
 def fsck(ctx: click.Context, /, repair: bool, shard: str | None, now: float | None,

@@ -213,15 +213,16 @@ def register(app: Celery, settings: Settings) -> None:
         configure_libvips(parallel_sources=2)  # one libvips thread per process
         capture_stdout()  # what a library prints from a file: a warning, not the worker's log
 
+    # every task: retried on a transient fault with backoff; JobFailed an expected end
+    # (logged in one line, without a traceback)
+    retried: dict[str, Any] = {
+        "bind": True, "autoretry_for": (TransientStorageError,), "throws": (JobFailed,),
+        "retry_backoff": 1, "retry_backoff_max": int(settings.queue.retry_backoff_max),
+        "retry_jitter": True, "max_retries": settings.queue.task_max_retries}
+
     @app.task(  # type: ignore[untyped-decorator]
         name=TASK_NAME,
-        bind=True,
-        autoretry_for=(TransientStorageError,),
-        throws=(JobFailed,),  # an expected end: logged in one line, without a traceback
-        retry_backoff=1,
-        retry_backoff_max=int(settings.queue.retry_backoff_max),
-        retry_jitter=True,
-        max_retries=settings.queue.task_max_retries,
+        **retried,
         on_failure=on_failure,
     )
     def optimize(
@@ -252,13 +253,7 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(  # type: ignore[untyped-decorator]
         name=DELETE_TASK,
-        bind=True,
-        autoretry_for=(TransientStorageError,),
-        throws=(JobFailed,),
-        retry_backoff=1,
-        retry_backoff_max=int(settings.queue.retry_backoff_max),
-        retry_jitter=True,
-        max_retries=settings.queue.task_max_retries,
+        **retried,
     )
     def delete(self: Any, source_key: str, original: bool = False,
                when_gone: bool = False) -> dict[str, Any]:
@@ -270,13 +265,7 @@ def register(app: Celery, settings: Settings) -> None:
 
     @app.task(  # type: ignore[untyped-decorator]
         name=SLICE_TASK,
-        bind=True,
-        autoretry_for=(TransientStorageError,),
-        throws=(JobFailed,),
-        retry_backoff=1,
-        retry_backoff_max=int(settings.queue.retry_backoff_max),
-        retry_jitter=True,
-        max_retries=settings.queue.task_max_retries,
+        **retried,
     )
     def slice_of(self: Any, kind: str, shard: str, repair: bool = False,
                  grace: float | None = None, now: float | None = None,
