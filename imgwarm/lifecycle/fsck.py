@@ -24,7 +24,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from imgwarm.lifecycle.spool import NAMED, Spool
 from imgwarm.manifest import Credits, Manifest, named, parse_record
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
-from imgwarm.store.listing import listed_times, sharded
+from imgwarm.store.listing import ahead, listed_times, sharded
 from imgwarm.store.manifests import sound
 from imgwarm.store.references import REFS, key_digest
 from imgwarm.store.shard import Shard, merged_shard
@@ -216,14 +215,15 @@ def check(stores: Stores, *, repair: bool = False, now: float | None = None,
     tick = progress or (lambda *_: None)
     report = FsckReport(repair=repair, built=stores.manifests.references.built(),
                         shard=str(shard))
-    with Spool(stores.layout, shard) as spool, ThreadPoolExecutor(1) as lister:
+    with Spool(stores.layout, shard) as spool:
         unread = _read(stores, report, spool)
         folders = spool.folders()
-        for done, top in enumerate(folders, start=1):
-            listed = lister.submit(_listed, stores, top)  # meanwhile the claims are listed
+        # the next folders' listings (origin, claims) made while this one is compared
+        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top))
+        for done, (top, (listed, claims)) in enumerate(lists, start=1):
             named = _named(spool, top)
-            _find_claims(stores, report, named, unread, top, now)
-            _find_missing(stores, report, named, listed.result())
+            _find_claims(stores, report, named, unread, claims, now)
+            _find_missing(stores, report, named, listed)
             tick("folders", done, len(folders))
     if repair:
         assert settings is not None
@@ -262,11 +262,18 @@ def _named(spool: Spool, top: str) -> Named:
     return found
 
 
-def _listed(stores: Stores, top: str) -> set[str]:
-    """The origin's files in one first-level folder (none for the other paths' folder)."""
+Claims = list[tuple[str, str, float]]  # (variant path, digest, when written)
+
+
+def _lists(stores: Stores, top: str) -> tuple[set[str], Claims]:
+    """The origin's files and the claims in one first-level folder (none for the other
+    paths' folder)."""
     if not top:
-        return set()
-    return {str(p) for p, _ in sharded(stores.origin, stores.layout, times=False, tops=[top])}
+        return set(), []
+    references = stores.manifests.references
+    times = listed_times(references.store)  # else looked up for the few that need it
+    return ({str(p) for p, _ in sharded(stores.origin, stores.layout, times=False, tops=[top])},
+            list(references.claimed(times=times, tops=[top])))
 
 
 def _find_missing(stores: Stores, report: FsckReport, keys: Named, listed: set[str]) -> None:
@@ -279,8 +286,8 @@ def _find_missing(stores: Stores, report: FsckReport, keys: Named, listed: set[s
             report.sources.setdefault(key, []).append(path)
 
 
-def _find_claims(stores: Stores, report: FsckReport, keys: Named, unread: set[str], top: str,
-                 now: float) -> None:
+def _find_claims(stores: Stores, report: FsckReport, keys: Named, unread: set[str],
+                 listed: Claims, now: float) -> None:
     """The claims under one folder against what the records name (set right at once with
     ``repair``: each claim's record read again just before, so a run that changed it
     meanwhile wins)."""
@@ -289,7 +296,6 @@ def _find_claims(stores: Stores, report: FsckReport, keys: Named, unread: set[st
     claimed: dict[str, set[str]] = {}
     young: list[str] = []
     dangling: list[str] = []
-    listed = references.claimed(times=times, tops=[top]) if top else iter(())
     for path, digest, when in listed:
         report.claims += 1
         claimed.setdefault(path, set()).add(digest)

@@ -36,7 +36,7 @@ from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
-from imgwarm.store.listing import listed_times, sharded, written
+from imgwarm.store.listing import ahead, listed_times, sharded, written
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
@@ -261,8 +261,10 @@ def _full_pass(stores: Stores, report: GcReport, now: float, shard: Shard,
         report.damaged_records = [p for p in found if PurePosixPath(p).parts[0] in mine]
         report.damaged = len(report.damaged_records)
         folders = spool.folders()
-        for done, top in enumerate(folders, start=1):
-            _folder(stores, report, spool, top, damaged, now, tick)
+        # the next folders' listings made while this one is done (each a round trip on S3)
+        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top))
+        for done, (top, listed) in enumerate(lists, start=1):
+            _folder(stores, report, spool, top, listed, damaged, now, tick)
             tick("folders", done, len(folders))
     if not report.dry_run and shard.is_whole:
         # every manifest's markers exist: only a whole pass can say so (a slice set right
@@ -270,9 +272,25 @@ def _full_pass(stores: Stores, report: GcReport, now: float, shard: Shard,
         manifests.references.mark_built()
 
 
-def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, damaged: set[str],
-            now: float, tick: Progress) -> None:
-    """One first-level folder of the full pass."""
+Listed = tuple[list[tuple[str, str, float]], dict[str, float], list[tuple[PurePosixPath, float]]]
+
+
+def _lists(stores: Stores, top: str) -> Listed:
+    """One first-level folder's claims, drop markers and origin files, listed in this
+    order (none for the other paths' folder). A file written or dropped after its listing
+    is not seen by this pass: it is kept (the next pass finds it)."""
+    if not top:
+        return [], {}, []
+    references = stores.manifests.references
+    times = listed_times(stores.origin)
+    return (list(references.claimed(times=times, tops=[top])),
+            dict(references.dropped(tops=[top])),
+            list(sharded(stores.origin, stores.layout, times=times, tops=[top])))
+
+
+def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, lists: Listed,
+            damaged: set[str], now: float, tick: Progress) -> None:
+    """One first-level folder of the full pass, from its listings (``_lists``)."""
     references = stores.manifests.references
     manifests = stores.manifests
     named: dict[str, set[str]] = {}  # variant path -> digests of the sources naming it
@@ -285,7 +303,7 @@ def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, damaged: s
     times = listed_times(stores.origin)  # else looked up for the few that need it
     claims: dict[str, set[str]] = {}
     released: set[str] = set()  # variants whose last claim goes now: their grace starts now
-    listed = list(references.claimed(times=times, tops=[top])) if top else []
+    listed, dropped, files = lists
     reached("gc.claims_listed")
     # The records were read before the claims were listed, and a source may have been made
     # again in between: a claim is removed or added only after its record, read again as it
@@ -317,9 +335,8 @@ def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, damaged: s
     released = {path for path in released if not claims.get(path)}
     if released and not report.dry_run:  # the clock of the grace period starts now
         references.note_dropped(sorted(released))
-    dropped = dict(references.dropped(tops=[top]))
     candidates: list[Candidate] = []
-    for key, written_at in sharded(stores.origin, stores.layout, times=times, tops=[top]):
+    for key, written_at in files:
         path = str(key)
         if not stores.layout.holds(path):
             continue  # an original, or a file of another kind: never a variant

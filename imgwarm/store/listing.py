@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from imgwarm.exceptions import StorageError
 from imgwarm.store.base import Store
@@ -16,6 +17,8 @@ from imgwarm.store.local import LocalStore
 
 S3_LISTINGS = 16  # listings in flight
 LOCAL_LISTINGS = 2  # a local walk is threaded already (LocalStore.files)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True,
@@ -70,3 +73,21 @@ def empty(store: Store) -> bool:
         except OSError as error:
             raise StorageError(f"cannot list {store.root}: {error.strerror}") from None
     return next(iter(store.files()), None) is None
+
+
+def ahead(store: Store, items: Iterable[T], fetch: Callable[[T], R]) -> Iterator[tuple[T, R]]:
+    """Each item with ``fetch(item)``, in order, the next few fetched meanwhile in threads
+    (a store-wide pass lists folder after folder: one after the other, each listing a
+    round trip, a bucket's 128 folders would wait on 384 of them in a row); at most a few
+    folders' listings in hand, so memory stays one folder's share times a few."""
+    depth = LOCAL_LISTINGS if isinstance(store, LocalStore) else S3_LISTINGS // 2
+    with ThreadPoolExecutor(depth) as pool:
+        waiting: deque[tuple[T, Future[R]]] = deque()
+        for item in items:
+            waiting.append((item, pool.submit(fetch, item)))
+            if len(waiting) > depth:
+                first, found = waiting.popleft()
+                yield first, found.result()
+        while waiting:
+            first, found = waiting.popleft()
+            yield first, found.result()
