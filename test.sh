@@ -47,4 +47,8 @@ if command -v npm >/dev/null 2>&1 && [ ! -x .venv/node/node_modules/.bin/html-va
     npm install --silent --no-audit --no-fund --prefix .venv/node html-validate@9.7.1 \
         >/dev/null || echo "test.sh: could not install html-validate with npm" >&2
 fi
-exec .venv/bin/python -m pytest "$@"
+# Two test processes (pytest-xdist), a file's tests in one of them (its module fixtures, the
+# Docker stack, are made once): most tests wait on servers, workers and browsers, and the
+# suite takes half the time on two cores. Tests that measure memory run with nothing beside
+# them (tests/support/alone.py). IMGWARM_TEST_PROCESSES=0 runs them in this process.
+exec .venv/bin/python -m pytest -n "${IMGWARM_TEST_PROCESSES:-2}" --dist loadfile "$@"

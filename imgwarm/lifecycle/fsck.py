@@ -35,7 +35,7 @@ from imgwarm.lifecycle.spool import NAMED, Spool
 from imgwarm.manifest import Credits, Manifest, named, parse_record
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
-from imgwarm.store.listing import ahead, listed_times, sharded
+from imgwarm.store.listing import Listings, ahead, listed_times, sharded
 from imgwarm.store.manifests import sound
 from imgwarm.store.references import REFS, key_digest
 from imgwarm.store.shard import Shard, merged_shard
@@ -219,7 +219,8 @@ def check(stores: Stores, *, repair: bool = False, now: float | None = None,
         unread = _read(stores, report, spool)
         folders = spool.folders()
         # the next folders' listings (origin, claims) made while this one is compared
-        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top))
+        listings = Listings()  # (a small store: each tree listed once, not once a folder)
+        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top, listings))
         for done, (top, (listed, claims)) in enumerate(lists, start=1):
             named = _named(spool, top)
             _find_claims(stores, report, named, unread, claims, now)
@@ -265,15 +266,16 @@ def _named(spool: Spool, top: str) -> Named:
 Claims = list[tuple[str, str, float]]  # (variant path, digest, when written)
 
 
-def _lists(stores: Stores, top: str) -> tuple[set[str], Claims]:
+def _lists(stores: Stores, top: str, listings: Listings) -> tuple[set[str], Claims]:
     """The origin's files and the claims in one first-level folder (none for the other
     paths' folder)."""
     if not top:
         return set(), []
     references = stores.manifests.references
     times = listed_times(references.store)  # else looked up for the few that need it
-    return ({str(p) for p, _ in sharded(stores.origin, stores.layout, times=False, tops=[top])},
-            list(references.claimed(times=times, tops=[top])))
+    return ({str(p) for p, _ in sharded(stores.origin, stores.layout, times=False, tops=[top],
+                                        listings=listings)},
+            list(references.claimed(times=times, tops=[top], listings=listings)))
 
 
 def _find_missing(stores: Stores, report: FsckReport, keys: Named, listed: set[str]) -> None:

@@ -36,7 +36,7 @@ from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
-from imgwarm.store.listing import ahead, listed_times, sharded, written
+from imgwarm.store.listing import Listings, ahead, listed_times, sharded, written
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
@@ -262,7 +262,8 @@ def _full_pass(stores: Stores, report: GcReport, now: float, shard: Shard,
         report.damaged = len(report.damaged_records)
         folders = spool.folders()
         # the next folders' listings made while this one is done (each a round trip on S3)
-        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top))
+        listings = Listings()  # (a small store: each tree listed once, not once a folder)
+        lists = ahead(stores.origin, folders, lambda top: _lists(stores, top, listings))
         for done, (top, listed) in enumerate(lists, start=1):
             _folder(stores, report, spool, top, listed, damaged, now, tick)
             tick("folders", done, len(folders))
@@ -275,7 +276,7 @@ def _full_pass(stores: Stores, report: GcReport, now: float, shard: Shard,
 Listed = tuple[list[tuple[str, str, float]], dict[str, float], list[tuple[PurePosixPath, float]]]
 
 
-def _lists(stores: Stores, top: str) -> Listed:
+def _lists(stores: Stores, top: str, listings: Listings) -> Listed:
     """One first-level folder's claims, drop markers and origin files, listed in this
     order (none for the other paths' folder). A file written or dropped after its listing
     is not seen by this pass: it is kept (the next pass finds it)."""
@@ -283,9 +284,10 @@ def _lists(stores: Stores, top: str) -> Listed:
         return [], {}, []
     references = stores.manifests.references
     times = listed_times(stores.origin)
-    return (list(references.claimed(times=times, tops=[top])),
-            dict(references.dropped(tops=[top])),
-            list(sharded(stores.origin, stores.layout, times=times, tops=[top])))
+    return (list(references.claimed(times=times, tops=[top], listings=listings)),
+            dict(references.dropped(tops=[top], listings=listings)),
+            list(sharded(stores.origin, stores.layout, times=times, tops=[top],
+                         listings=listings)))
 
 
 def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, lists: Listed,

@@ -1,9 +1,12 @@
 """Listing a sharded tree: the first level's folders listed side by side, so that an S3 bucket
-answers many pages at once instead of one after the other (each page is a round trip)."""
+answers many pages at once instead of one after the other (each page is a round trip); and a
+small tree (one page) listed once, not once a folder."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,21 +19,31 @@ from imgwarm.store.layout import Layout
 from imgwarm.store.local import LocalStore
 
 S3_LISTINGS = 16  # listings in flight
+PAGE = 1000  # keys in one S3 listing page
 LOCAL_LISTINGS = 2  # a local walk is threaded already (LocalStore.files)
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True,
-            tops: Iterable[str] | None = None) -> Iterator[tuple[PurePosixPath, float]]:
+            tops: Iterable[str] | None = None, listings: Listings | None = None
+            ) -> Iterator[tuple[PurePosixPath, float]]:
     """Every file in the shard folders below ``under`` (only the first-level folders
     ``tops`` when given: a slice's, or one at a time), with the time it was written (0.0
     unless ``times``: a local file's costs a stat); files beside the shard folders (a
     journal, markers of other kinds) are not listed. Folder after folder, in the order of
-    ``tops``: a caller can stream one at a time."""
+    ``tops``: a caller can stream one at a time. On S3, a tree that fits in one page is
+    listed once (for the whole tree; or once a pass, the first time ``listings`` is asked
+    for it): a small bucket's 128 folders are not 128 round trips."""
     chosen = layout.tops() if tops is None else list(tops)
-    tops = [f"{under}/{top}" if under else top for top in chosen]
     local = isinstance(store, LocalStore)
+    if not local:
+        small = listings.whole(store, under) if listings else \
+            (_small(store, under) if tops is None else None)
+        if small is not None:
+            yield from _by_top(small, under, chosen)
+            return
+    tops = [f"{under}/{top}" if under else top for top in chosen]
 
     def listed(top: str) -> list[tuple[PurePosixPath, float]]:
         if times or not local:
@@ -46,6 +59,43 @@ def sharded(store: Store, layout: Layout, under: str = "", *, times: bool = True
                 yield from waiting.popleft().result()
         while waiting:
             yield from waiting.popleft().result()
+
+
+class Listings:
+    """What one pass over a store has found small: the whole tree under a prefix listed once,
+    the first time a folder of it is asked for, and each folder read from it; None where it
+    is more than a page (then each folder is listed on its own). Shared by threads."""
+
+    def __init__(self) -> None:
+        self._whole: dict[tuple[int, str], list[tuple[PurePosixPath, float]] | None] = {}
+        self._lock = threading.Lock()
+
+    def whole(self, store: Store, under: str) -> list[tuple[PurePosixPath, float]] | None:
+        if isinstance(store, LocalStore):  # a folder of a local tree costs no round trip
+            return None
+        with self._lock:  # (one listing, in the order the pass first asks for each tree)
+            if (id(store), under) not in self._whole:
+                self._whole[id(store), under] = _small(store, under)
+            return self._whole[id(store), under]
+
+
+def _small(store: Store, under: str) -> list[tuple[PurePosixPath, float]] | None:
+    """Everything under ``under`` when it fits in one page (two requests at most), else None."""
+    found = list(itertools.islice(store.stamped(under), PAGE + 1))
+    return found if len(found) <= PAGE else None
+
+
+def _by_top(found: list[tuple[PurePosixPath, float]], under: str,
+            tops: list[str]) -> Iterator[tuple[PurePosixPath, float]]:
+    """The files of a whole listing below each of the first-level folders ``tops``, folder
+    after folder in that order, as a listing of each folder would give them."""
+    depth = len(PurePosixPath(under).parts) if under else 0
+    wanted: dict[str, list[tuple[PurePosixPath, float]]] = {top: [] for top in tops}
+    for path, when in found:
+        if len(path.parts) > depth + 1 and path.parts[depth] in wanted:
+            wanted[path.parts[depth]].append((path, when))
+    for top in tops:
+        yield from sorted(wanted[top])
 
 
 def listed_times(store: Store) -> bool:

@@ -27,7 +27,7 @@ from imgwarm.exceptions import ObjectTooLarge
 from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
-from imgwarm.store.listing import empty, sharded, written
+from imgwarm.store.listing import Listings, empty, sharded, written
 from imgwarm.store.local import LocalStore
 
 REFS, DROPPED, BUILT = "refs", "dropped", "references.json"
@@ -85,12 +85,13 @@ class References:
         """The digests of the sources that name the variant at ``path``."""
         return {found.name for found in self.store.files(f"{REFS}/{path}")}
 
-    def claimed(self, *, times: bool = True, tops: Iterable[str] | None = None
-                ) -> Iterator[tuple[str, str, float]]:
+    def claimed(self, *, times: bool = True, tops: Iterable[str] | None = None,
+                listings: Listings | None = None) -> Iterator[tuple[str, str, float]]:
         """Every marker (of the variants in the first-level folders ``tops`` when given):
         (variant path, source digest, when it was written: 0.0 unless ``times`` where the
-        listing does not give it, see ``written``)."""
-        for marker, when in sharded(self.store, self.layout, REFS, times=times, tops=tops):
+        listing does not give it, see ``written``). ``listings``: a pass's (listing.py)."""
+        for marker, when in sharded(self.store, self.layout, REFS, times=times, tops=tops,
+                                    listings=listings):
             yield str(PurePosixPath(*marker.parts[1:-1])), marker.name, when
 
     def by_variant(self, tops: Iterable[str] | None = None) -> dict[str, set[str]]:
@@ -126,11 +127,13 @@ class References:
         said = raw.decode("ascii", "replace").strip()
         return said if re.fullmatch(r"[0-9a-f]{32}", said) else ""  # else: not ours to trust
 
-    def dropped(self, tops: Iterable[str] | None = None) -> Iterator[tuple[str, float]]:
+    def dropped(self, tops: Iterable[str] | None = None,
+                listings: Listings | None = None) -> Iterator[tuple[str, float]]:
         """Variants that lost a reference, and when they last did. A marker whose path has
         no variant's shape (made by hand: imgwarm writes none) is passed over: gc would
         otherwise remove whatever file it names, an original included."""
-        for marker, when in sharded(self.store, self.layout, DROPPED, tops=tops):
+        for marker, when in sharded(self.store, self.layout, DROPPED, tops=tops,
+                                    listings=listings):
             path = str(PurePosixPath(*marker.parts[1:]))
             if self.layout.holds(path):
                 yield path, when

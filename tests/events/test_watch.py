@@ -339,7 +339,10 @@ def test_with_queue_the_workers_make_and_take_down(settings: Settings,
         target.unlink()
         wait_for(lambda: isinstance(manifests.record(key), Tombstone), "the worker's takedown",
                  timeout=60)
-        assert not any((settings.store.origin_root / v.path).exists() for v in manifest.variants)
+        # the tombstone goes first, the variants after it (lifecycle/delete.py): wait for them
+        gone = [settings.store.origin_root / v.path for v in manifest.variants]
+        wait_for(lambda: not any(path.exists() for path in gone), "the variants to go",
+                 timeout=60)
         assert [(e["event"], e["key"]) for e in watcher.events()] == [
             ("queued", key), ("delete queued", key)]
     finally:

@@ -25,6 +25,8 @@ from tests.support.images import photo
 from tests.support.measure import peak_anon, peak_rss
 from tests.support.pipeline import run
 
+pytestmark = pytest.mark.alone  # peaks of processes: nothing beside them (tests/support/alone.py)
+
 MIB = 1 << 20
 
 

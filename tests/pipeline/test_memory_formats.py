@@ -20,6 +20,8 @@ from imgwarm.pipeline.probe import probe
 from tests.support.hostile import plain_jpeg
 from tests.support.measure import peak_anon, peak_make
 
+pytestmark = pytest.mark.alone  # peaks of processes: nothing beside them (tests/support/alone.py)
+
 MIB = 1 << 20
 LARGE = 4 << 30  # max_memory for the peaks alone: nothing refused, nothing waits
 

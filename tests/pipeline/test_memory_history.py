@@ -19,7 +19,7 @@ from imgwarm.pipeline.probe import probe
 from tests.support.fuzz_formats import gif_seeds
 from tests.support.fuzzing import format_cases
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 MIB = 1 << 20
 SETTLED = 48 * MIB  # what a worker may keep between jobs beyond its idle size (caches, stacks)

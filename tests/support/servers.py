@@ -22,6 +22,7 @@ from typing import Any
 
 import boto3
 import redis
+from botocore.config import Config
 
 from imgwarm.serve.server import free_port as free_port  # the library's, for the tests
 
@@ -86,7 +87,12 @@ class S3Endpoint:
     def _connect(self) -> None:
         self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
                                    aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-                                   aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"])
+                                   aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+                                   # the tests' own setup (an upload, a new bucket) is not what
+                                   # they test: on a loaded machine SeaweedFS may answer a 500
+                                   # while it grows a volume, which a few retries ride out
+                                   config=Config(retries={"mode": "standard",
+                                                          "max_attempts": 8}))
 
     def stop(self) -> None:
         raise NotImplementedError
