@@ -75,3 +75,15 @@ def run_parts(name: str, wanted: str, parts: dict[str, Callable[[Path], Any]],
     print(table(results))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(results, indent=2))
+
+
+def index_references(db: Any, refs: list[tuple[str, str]]) -> None:
+    """(source key, variant path) pairs written straight into a warm index (index schema 2:
+    a source's key once in ``sources``, its references by its id), then the tiers' tallies
+    counted, as the rows were made directly and not marked."""
+    from imgwarm.cache.schema import tallies
+
+    db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)", [(key,) for key, _ in refs])
+    db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
+                   [(path, key) for key, path in refs])
+    tallies(db)

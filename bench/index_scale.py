@@ -29,12 +29,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from common import mount, settings_for, unmount  # bench/common.py (puts the repo on the path)
+from common import (  # bench/common.py (puts the repo on the path)
+    index_references,
+    mount,
+    settings_for,
+    unmount,
+)
 
 from imgwarm.cache.identity import Identity
 from imgwarm.cache.index import Index
 from imgwarm.cache.rank import density
-from imgwarm.cache.schema import tallies
 from imgwarm.cache.tiers import Tiers
 from imgwarm.cache.warm import warm
 from imgwarm.config import Settings
@@ -148,12 +152,7 @@ def fill(settings: Settings, sources: int) -> list[str]:
     refs.sort()
     index.db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, "
                          "density, nvme) VALUES (?, ?, ?, ?, 1, ?, ?, 'placed')", rows)
-    # (a source's key once, its references by its id: index schema 2)
-    index.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
-                         [(key,) for key, _ in refs])
-    index.db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
-                         [(path, key) for key, path in refs])
-    tallies(index.db)  # (what the tiers hold, counted: rows made directly, not marked)
+    index_references(index.db, refs)
     index.note_written("nvme", {p: Identity(1, i, 0, 1) for i, (p, *_) in enumerate(rows)})
     budget = settings.cache.ram_budget
     assert budget is not None

@@ -44,6 +44,7 @@ from common import (  # bench/common.py: what the cache benchmarks share
     IMGWARM,
     PYTHON,
     env_for,
+    index_references,
     mount,
     quiet_caches,
     run_parts,
@@ -141,7 +142,6 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
     rows (what placing them would leave), with 1% of the files on disk (a sparse tree)."""
     from imgwarm.cache.index import Index
     from imgwarm.cache.rank import density
-    from imgwarm.cache.schema import tallies
     from imgwarm.cache.tiers import Tiers
     from imgwarm.store.layout import Layout
 
@@ -172,12 +172,7 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
                 handle.truncate(size)
     index.db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, "
                          "prior, density, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    # (a source's key once, its references by its id: index schema 2)
-    index.db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)",
-                         [(key,) for key, _ in refs])
-    index.db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",
-                         [(path, key) for key, path in refs])
-    tallies(index.db)  # (what the tiers hold, counted: rows made directly, not marked)
+    index_references(index.db, refs)
     for tier in tiers:
         index.remember(f"tier:{tier.name}", tier.claim())
     index.remember("changes", journal.now())

@@ -154,10 +154,9 @@ def test_processes_opening_one_old_index_at_once_migrate_it_once(tmp_path: Path)
     assert _rows(path, REFS) == sorted(OLD_REFS, key=repr)
 
 
-def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: Path) -> None:
-    """Schema 2 (issue 41): what each tier holds and the requests' totals are kept by
-    triggers, counted from the rows an index of schema 1 holds; the rows are kept, and the
-    tallies follow every change after (a tier's state, a score, a reference)."""
+def schema_1_index(tmp_path: Path, refs: list[tuple[str, str]]) -> Path:
+    """An index of schema 1 holding OLD_VARIANTS and ``refs`` (each variant's count of
+    references as they say)."""
     path = tmp_path / "state" / INDEX
     path.parent.mkdir(parents=True)
     db = sqlite3.connect(path, isolation_level=None)
@@ -166,8 +165,18 @@ def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: 
     db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
                    "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                    OLD_VARIANTS)
-    db.executemany("INSERT INTO refs VALUES (?, ?)", OLD_REFS)
+    db.executemany("INSERT INTO refs VALUES (?, ?)", refs)
+    db.execute("UPDATE variants SET refs = (SELECT count(*) FROM refs r WHERE r.path = "
+               "variants.path) WHERE path IN (SELECT path FROM refs)")
     db.close()
+    return path
+
+
+def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: Path) -> None:
+    """Schema 2 (issue 41): what each tier holds and the requests' totals are kept by
+    triggers, counted from the rows an index of schema 1 holds; the rows are kept, and the
+    tallies follow every change after (a tier's state, a score, a reference)."""
+    path = schema_1_index(tmp_path, OLD_REFS)
     index = Index(path)
     assert index.migrated_from == 1
     assert index_names(path) == INDEXES
@@ -195,17 +204,7 @@ def test_a_schema_1_index_migrates_to_2_with_its_rows_and_its_tallies(tmp_path: 
 def test_schema_2_keeps_a_source_s_key_once(tmp_path: Path) -> None:
     """A schema 1 index's references (key, path) become a source (its key once) and its
     references by id; the index reads them back as it did."""
-    path = tmp_path / "state" / INDEX
-    path.parent.mkdir(parents=True)
-    db = sqlite3.connect(path, isolation_level=None)
-    MIGRATIONS[0](db)
-    db.execute("PRAGMA user_version = 1")
-    db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, prior, "
-                   "density, pinned, ram, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   OLD_VARIANTS)
-    db.executemany("INSERT INTO refs VALUES (?, ?)", [*OLD_REFS, ("b.jpg", OLD_VARIANTS[0][0])])
-    db.execute("UPDATE variants SET refs = 2 WHERE path = ?", (OLD_VARIANTS[0][0],))
-    db.close()
+    path = schema_1_index(tmp_path, [*OLD_REFS, ("b.jpg", OLD_VARIANTS[0][0])])
     index = Index(path)
     assert index.source_keys() == {"uploads/photo.jpg", "b.jpg"}
     assert _rows(path, "SELECT key FROM sources") == [("b.jpg",), ("uploads/photo.jpg",)]
