@@ -35,12 +35,15 @@ def said(output: str, *words: str) -> bool:
     return any(line.split() == list(words) for line in output.splitlines())
 
 
-@pytest.fixture
-def planted(settings: Settings, tmp_path: Path, ram: Path) -> Planted:
+@pytest.fixture(params=["outside", "forged line"])
+def planted(request: pytest.FixtureRequest, settings: Settings, tmp_path: Path,
+            ram: Path) -> Planted:
     """A local site of four sources; the first one's record rewritten to name ``../x.jpg``
-    (a readable file beside the origin, which nothing may touch), one good source's variant
-    file removed (fsck must still find it) and an unnamed old variant in the origin (gc must
-    still collect it)."""
+    (a readable file beside the origin, which nothing may touch), or a path with a newline
+    and tabs that would forge a line of the store-wide passes' spool (lifecycle/spool.py:
+    a good source's variant as a tombstone's); one good source's variant file removed (fsck
+    must still find it) and an unnamed old variant in the origin (gc must still collect
+    it)."""
     site = make_site(settings, tmp_path, ram, count=4)
     found = by_key(site)
     bad = found["photo-0.jpg"]
@@ -49,7 +52,8 @@ def planted(settings: Settings, tmp_path: Path, ram: Path) -> Planted:
     s = stores(site)
     record = s.manifests.key_path(bad.key)
     raw = json.loads(s.manifests.store.read(record) or b"")
-    raw["variants"][0]["path"] = "../x.jpg"
+    raw["variants"][0]["path"] = "../x.jpg" if request.param == "outside" else (
+        f"{bad.variants[0].path}\nt\t{good[1].variants[0].path}\t\t\"\"")
     s.manifests.store.write(record, json.dumps(raw).encode(), replace=True)
     return Planted(site, bad, good, str(record))
 
