@@ -50,5 +50,5 @@ fi
 # Two test processes (pytest-xdist), a file's tests in one of them (its module fixtures, the
 # Docker stack, are made once): most tests wait on servers, workers and browsers, and the
 # suite takes half the time on two cores. Tests that measure memory run with nothing beside
-# them (tests/support/alone.py). IMGWARM_TEST_PROCESSES=0 runs them in this process.
-exec .venv/bin/python -m pytest -n "${IMGWARM_TEST_PROCESSES:-2}" --dist loadfile "$@"
+# them (tests/support/alone.py). TEST_PROCESSES=0 runs them in this process.
+exec .venv/bin/python -m pytest -n "${TEST_PROCESSES:-2}" --dist loadfile "$@"
