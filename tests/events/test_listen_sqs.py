@@ -54,8 +54,13 @@ def test_a_killed_listener_loses_nothing(events_queue: Queue) -> None:
     wait_made(queue, keys)
     wait_for(lambda: queue_drained(sqs, url), "the SQS queue to be drained", 60)
     second.stop()
-    handled = {e["key"] for e in first.events("queued") + second.events("queued")}
+    # a job the first queued and committed to its order, killed before it said so: its
+    # message comes back to the second, which knows it as a duplicate (and queues no more)
+    handled = {e["key"] for e in first.events("queued") + second.events("queued")
+               + second.events("duplicate")}
     assert handled == set(keys)
+    assert not {e["key"] for e in first.events("queued")} & \
+        {e["key"] for e in second.events("queued")}  # none queued twice
 
 
 def test_a_killed_worker_leaves_its_jobs_to_another(events_queue: Queue) -> None:
