@@ -1,11 +1,12 @@
 """Tests that measure a process's memory run with no test beside them.
 
 test.sh runs the suite in two processes (pytest-xdist): a neighbour's load changes what
-libvips' threads hold (a worker kept 111 MiB between jobs with two busy loops beside it, 40
-without), so a test marked ``alone`` takes an exclusive lock for its setup, call and
-teardown, and every other test a shared one. A turnstile, taken by every test on its way in
-and held by an ``alone`` test while it waits, keeps the other process from taking shared
-locks back to back and starving it. Without xdist there is nothing beside a test: no lock.
+libvips' threads hold (a worker kept up to 111 MiB between jobs with two busy loops beside
+it, 27-41 MiB on a quiet machine), so a test marked ``alone`` takes an exclusive lock for
+its setup, call and teardown, and every other test a shared one. A turnstile, taken by every
+test on its way in and held by an ``alone`` test while it waits, keeps the other process
+from taking shared locks back to back and starving it. Without xdist there is nothing beside
+a test: no lock.
 """
 
 from __future__ import annotations
