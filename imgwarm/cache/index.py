@@ -265,7 +265,14 @@ class Index(Scores):
             if row.state(tier) is None:
                 place[path] = row.bytes
             evict.pop(path, None)
+        self.remember(f"chose:{column}", taken + sum(pages(s, page) for s in past.values()))
         return place, evict
+
+    def last_plan(self, tier: str) -> tuple[int | None, bool]:
+        """What ``plan`` last chose for a tier: its pages (None: never planned), and whether
+        that was every candidate (no cut)."""
+        column = _column(tier)
+        return self.meta(f"chose:{column}"), self.meta(f"cut:{column}") is None
 
     def _before(self, cut: Cut, where: dict[str, Any], column: str
                 ) -> tuple[int, dict[str, int]]:
