@@ -28,6 +28,7 @@ Usage (a quiet machine for the figures: no tests, no other sessions; 1M sources 
     .venv/bin/python bench/scale.py                              # local 10k, 100k, 1M
     .venv/bin/python bench/scale.py --sizes 1000,10000 --origin s3
     .venv/bin/python bench/scale.py --sizes 10000 --keep /var/tmp/scale --json
+    .venv/bin/python bench/scale.py --keep /var/tmp/scale --again bench/results/scale.json
 """
 
 from __future__ import annotations
@@ -139,6 +140,41 @@ def _load_bucket(base: Path, bucket: str) -> None:
                 backend.put_object(bucket, prefix + key, found.read_bytes())
 
 
+def _env(base: Path) -> dict[str, str]:
+    """A store's commands' environment (local origin: S3 replaces the origin's part)."""
+    return {**os.environ, "IMGWARM_NVME_ROOT": str(base / "nvme"),
+            "IMGWARM_RAM_ROOT": str(base / "ram"), "IMGWARM_RAM_ALLOW_NON_TMPFS": "true",
+            "IMGWARM_CACHE_STATE": str(base / "state"), "IMGWARM_FSYNC": "false",
+            "IMGWARM_ORIGIN_ROOT": str(base / "origin"),
+            "IMGWARM_MANIFEST_ROOT": str(base / "manifest")}
+
+
+QUIET_RUNS = 3  # --again: the no-change warm's median of this many
+
+
+def again(row: dict[str, Any], work: Path) -> dict[str, Any]:
+    """A kept local store of an earlier run, its quiet commands measured again with the code
+    as it is now: one warm first (unmeasured: a changed planner may rank once), then the
+    no-change warm (median of QUIET_RUNS), 10 new uploads and the warm after them."""
+    base = work / f"local-{row['sources']}"
+    if not (base / "state").is_dir():
+        raise SystemExit(f"--again: no kept store at {base} (run with --keep {work} first)")
+    env, log = _env(base), base / "commands.log"
+    warm = [str(IMGWARM), "warm", "--json"]
+    measure(warm, env, log)
+    quiet = sorted((measure(warm, env, log) for _ in range(QUIET_RUNS)),
+                   key=lambda m: m.get("own_s", m["cpu_s"]))
+    uploads = base / "uploads"
+    photos = _photos(uploads, UPLOADS, row["sources"] + len(list(uploads.glob("*.jpg"))))
+    row = {**row, "again": time.strftime("%Y-%m-%d %H:%M"), "no-change warm":
+           quiet[len(quiet) // 2], "uploads": measure(
+               [str(IMGWARM), "optimize", *map(str, photos)], env, log),
+           "warm 10 new": measure(warm, env, log)}
+    print(json.dumps({"size": row["sources"], "again": {n: row[n] for n in (
+        "no-change warm", "uploads", "warm 10 new")}}), file=sys.stderr, flush=True)
+    return row
+
+
 def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests | None,
              processes: int) -> dict[str, Any]:
     base = work / f"{origin}-{size}"
@@ -146,13 +182,8 @@ def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests
     made = generate(base / "origin", base / "manifest", size, prefix=f"{base}/up/",
                     processes=processes)
     print(json.dumps({"size": size, "generated": made}), file=sys.stderr, flush=True)
-    env = {**os.environ, "IMGWARM_NVME_ROOT": str(base / "nvme"),
-           "IMGWARM_RAM_ROOT": str(base / "ram"), "IMGWARM_RAM_ALLOW_NON_TMPFS": "true",
-           "IMGWARM_CACHE_STATE": str(base / "state"), "IMGWARM_FSYNC": "false"}
-    if origin == "local":
-        env.update(IMGWARM_ORIGIN_ROOT=str(base / "origin"),
-                   IMGWARM_MANIFEST_ROOT=str(base / "manifest"))
-    else:
+    env = _env(base)
+    if origin != "local":
         bucket = server.new_bucket()
         _load_bucket(base, bucket)
         env.update(IMGWARM_ORIGIN="s3", IMGWARM_S3_BUCKET=bucket,
@@ -272,6 +303,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         if "requests_per_upload" in row:
             lines.append(f"| s3 | {row['sources']:,} | requests per upload | "
                          f"{row['requests_per_upload']} | | | | |")
+    for row in rows:
+        if "again" in row:
+            lines.append(f"({row['sources']:,}: no-change warm, uploads and warm 10 new "
+                         f"measured again on the kept store, {row['again']})")
     for ratio in growth(rows):
         lines.append("")
         lines.append(f"growth {ratio['origin']} {ratio['from']:,} -> {ratio['to']:,} "
@@ -293,7 +328,18 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="work in this folder and keep the stores")
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
     parser.add_argument("--processes", type=int, default=2, help="generator processes")
+    parser.add_argument("--again", type=Path, metavar="RESULTS",
+                        help="measure the quiet commands again (no-change warm, uploads, warm "
+                        "10 new) on the local stores an earlier run kept (--keep), whose "
+                        "results JSON this is; the rest of its figures are kept")
     args = parser.parse_args()
+    if args.again is not None:
+        if args.keep is None:
+            parser.error("--again needs --keep: the folder the earlier run kept its stores in")
+        earlier = json.loads(args.again.read_text())["rows"]
+        rows = [again(r, args.keep) if r["origin"] == "local" else r for r in earlier]
+        _report(rows, args.json)
+        return
     try:
         sizes = sorted({int(n) for n in args.sizes.split(",")})
     except ValueError:
@@ -323,9 +369,13 @@ def main() -> None:
             server.stop()
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+    _report(rows, args.json)
+
+
+def _report(rows: list[dict[str, Any]], as_json: bool) -> None:
     result = {"rows": rows, "growth": growth(rows), "checks": checks(rows),
               "estimate": estimate(rows)}
-    print(json.dumps(result, indent=2) if args.json else table(rows))
+    print(json.dumps(result, indent=2) if as_json else table(rows))
     out = HERE / "results" / "scale.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")

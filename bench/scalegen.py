@@ -4,7 +4,8 @@ bench/scale.py: the real optimize makes 150-240 tiny sources a second, days for 
 Per source, as optimize writes them: two variants (a 24x16 WebP and its JPEG fallback, each
 made distinct by a counter in a chunk decoders skip, so every name is the SHA-256 of its own
 bytes) in the sharded layout; the claim marker of each (``refs/<variant>/<key digest>``); the
-manifest, by the real ``Manifest`` model's JSON at its key's place; a journal line. Once: the
+manifest, by the real ``Manifest`` model's JSON at its key's place; a journal line (dated as
+uploads at a steady rate that ended an hour ago). Once: the
 store's format record and ``references.json`` (a store built from empty starts built).
 
 Files are written straight (no temporary name, no fsync: nothing reads the store while it is
@@ -33,6 +34,12 @@ from imgwarm.store.references import BUILT, REFS, key_digest
 
 WIDTH, HEIGHT = 24, 16
 HASH_LENGTH = 16  # the default hash_length setting
+# A store is built over time: its journal dates source n at one upload a second (a busy
+# site: 86k a day) up to HISTORY_ENDS seconds ago. Dated all "now", every entry fell in the
+# five minutes a warm reads again after a first warm, and a quiet warm re-read the whole
+# store's journal: what a real store's history never holds.
+UPLOADS_A_SECOND = 1.0
+HISTORY_ENDS = 3600.0
 
 
 def _encoded() -> tuple[bytes, bytes]:
@@ -97,13 +104,13 @@ class _Writer:
             os.close(fd)
 
 
-def _sources(job: tuple[Path, Path, str, int, int, int, int, bytes, bytes]) -> int:
-    origin, manifests, prefix, start, stop, max_entries, levels, webp, jpeg = job
+def _sources(job: tuple[Path, Path, str, int, int, int, int, bytes, bytes, int, float]) -> int:
+    origin, manifests, prefix, start, stop, max_entries, levels, webp, jpeg, total, ended = job
     layout = Layout(max_entries=max_entries, levels=levels)
     vp8x = _vp8x(webp)
     files, records = _Writer(origin), _Writer(manifests)
-    now = time.time()
-    journal: list[str] = []
+    last = total - 1
+    journal: dict[str, list[str]] = {}
     for number in range(start, stop):
         key = key_of(prefix, number)
         digest = key_digest(key)
@@ -121,12 +128,15 @@ def _sources(job: tuple[Path, Path, str, int, int, int, int, bytes, bytes]) -> i
                             width=WIDTH, height=HEIGHT, settings_digest="scalebench0000",
                             variants=variants)
         records.write(str(layout.path_for(f"{digest}.json", digest)), manifest.to_json().encode())
-        journal.append(json.dumps({"t": now, "key": key}, ensure_ascii=True) + "\n")
-    hour = time.strftime("%Y/%m/%d/%H", time.gmtime(now))
-    log = manifests / JOURNAL / f"{hour}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a", encoding="ascii") as out:  # one append of whole lines a process
-        out.write("".join(journal))
+        made = ended - (last - number) / UPLOADS_A_SECOND
+        hour = time.strftime("%Y/%m/%d/%H", time.gmtime(made))
+        journal.setdefault(hour, []).append(
+            json.dumps({"t": made, "key": key}, ensure_ascii=True) + "\n")
+    for hour, lines in journal.items():
+        log = manifests / JOURNAL / f"{hour}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="ascii") as out:  # one append of whole lines an hour
+            out.write("".join(lines))
     return stop - start
 
 
@@ -147,8 +157,10 @@ def generate(origin: Path, manifests: Path, sources: int, *, prefix: str = "/ben
     webp, jpeg = _encoded()  # here, not in the forked processes: libvips's threads do not
     # survive a fork (a child's first libvips call can wait for ever)
     step = -(-sources // max(1, processes * 8))  # small jobs: the processes end together
+    ended = time.time() - HISTORY_ENDS  # the store was built over time, up to a while ago
     jobs = [(origin, manifests, prefix, n, min(n + step, start + sources), layout.max_entries,
-             layout.levels, webp, jpeg) for n in range(start, start + sources, step)]
+             layout.levels, webp, jpeg, start + sources, ended)
+            for n in range(start, start + sources, step)]
     if processes <= 1 or len(jobs) == 1:
         done = sum(map(_sources, jobs))
     else:
