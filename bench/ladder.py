@@ -1,16 +1,21 @@
-"""Benchmark the width ladder by bytes (issue 27) against the fixed ladder (320/640/1280/1920)
-on the corpus's camera photos and the Kodak images, WebP + JPEG, in one process, one worker:
+"""Benchmark width ladders (and formats) against the 0.3.0 defaults (widths 320/640/1280/1920,
+WebP + JPEG), on the corpus's camera photos and the Kodak images, in one process, one worker:
 
-- time: the whole optimize of every photo, fixed and by bytes, interleaved (median of runs);
-- bytes stored: every variant's bytes, by bytes over fixed;
+- time: the whole optimize of every photo, every candidate interleaved (median of runs);
+- bytes stored: every variant's bytes, over the baseline's;
 - bytes fetched: for viewports 320..1920 CSS px (every 40) at DPR 1, 1.75, 2 and 3 with the
-  image at 100vw, the WebP Chromium takes (the narrowest at least as wide as the slot needs,
-  else the widest: the rule tests/serve/test_ladder.py checks in Chromium), and the worst
-  ratio of its pixels to the pixels the slot needs; and on phones alone (320..430 CSS px at
-  DPR 1.75, 2, 2.625 and 3).
+  image at 100vw, the file Chromium takes: the first format of the <picture> (jxl, avif,
+  webp: the fallback JPEG is for browsers that take none), the narrowest at least as wide as
+  the slot needs, else the widest (the rule tests/serve/test_ladder.py checks in Chromium);
+  and on phones alone (320..430 CSS px, every 10, at DPR 1.75, 2, 2.625 and 3);
+- worst over-fetch: the largest ratio of the taken file's pixels to the slot's, on phones
+  and over every viewport.
+
+Also prints which device widths common phones ask for at 100vw (viewport x DPR), the pairs a
+ladder should land near.
 
 Usage (a quiet machine: no tests, no other sessions):
-    .venv/bin/python bench/ladder.py [--step 20K] [--runs 3]
+    .venv/bin/python bench/ladder.py [--runs 3] [--only defaults,bytes-20K]
 
 The Markdown table is printed and, with the raw numbers, written to bench/results/ladder.json.
 """
@@ -29,6 +34,7 @@ from typing import Any
 from common import HERE  # bench/common.py
 
 from imgwarm.config import Settings
+from imgwarm.formats import ORDER
 from imgwarm.manifest import Manifest
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.store import Stores
@@ -37,9 +43,32 @@ from tests.support.corpus import corpus_dir
 PHOTOS = ["42_IndexError.jpg", "HMD_Nokia_8.3_5G.jpg", "xmp_test.jpg", "33-type_error.jpg",
           "canon_hdr_YES.jpg", "pyvips_sample.jpg", *(f"Landscape_{i}.jpg" for i in (1, 5)),
           "kodim03.png", "kodim07.png"]
-VIEWPORTS = range(320, 1921, 40)
-DPRS = (1, 1.75, 2, 3)
+VIEWPORTS = (range(320, 1921, 40), (1, 1.75, 2, 3))
 PHONES = (range(320, 431, 10), (1.75, 2, 2.625, 3))  # CSS px wide, device pixel ratios
+# Common phones' CSS width and DPR (Android's 360/384/393/412 dp classes at their usual
+# densities, the iPhones since the X): the device pixels a 100vw image asks for.
+COMMON_PHONES = [(360, 2), (360, 3), (375, 2), (375, 3), (384, 2.8125), (390, 3),
+                 (393, 2.75), (412, 1.75), (412, 2.625), (414, 2), (414, 3), (428, 3),
+                 (430, 3)]
+# 0.3.0's defaults, the baseline: four widths, every format at each
+OLD = {"widths": [320, 640, 1280, 1920], "fallback_widths": []}
+# each also with the JPEG at every width (fallback_widths empty: "/all-jpeg")
+LADDERS = {
+    "phones-4": [320, 640, 810, 1024, 1296, 1920],  # 1.26 apart over 560..1290 device px
+    "phones-5": [320, 640, 750, 900, 1080, 1290, 1920],  # at the common phones' widths
+    "geometric": [320, 400, 506, 640, 810, 1024, 1296, 1640, 1920],  # 1.26 apart throughout
+    "next-image": [320, 640, 750, 828, 1080, 1200, 1920],  # next/image's deviceSizes to 1920
+}
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "0.3.0": OLD,
+    "defaults": {},
+    "bytes-20K": {"width_step_bytes": "20K", "fallback_widths": []},
+    **{name: {"widths": widths} for name, widths in LADDERS.items()},
+    **{f"{name}/all-jpeg": {"widths": widths, "fallback_widths": []}
+       for name, widths in LADDERS.items()},
+    "defaults+jxl from jpeg": {"formats": ["jxl", "webp", "jpeg"], "jxl_from_jpeg": True},
+    "defaults+jxl": {"formats": ["jxl", "webp", "jpeg"], "jxl_from_jpeg": False},
+}
 
 
 def make_all(settings: Settings, work: Path, sources: list[Path]) -> tuple[float, list[Manifest]]:
@@ -52,74 +81,88 @@ def make_all(settings: Settings, work: Path, sources: list[Path]) -> tuple[float
     return time.perf_counter() - started, made
 
 
-def fetched(manifest: Manifest, viewports: range = VIEWPORTS,
-            dprs: tuple[float, ...] = DPRS) -> tuple[int, float]:
-    """Bytes of WebP a browser takes over every viewport and DPR, and the worst pixel ratio."""
-    webp = sorted((v for v in manifest.variants if v.format == "webp"), key=lambda v: v.width)
+def fetched(manifest: Manifest, grid: tuple[range, tuple[float, ...]]) -> tuple[int, float]:
+    """Bytes a browser takes over every viewport and DPR of ``grid`` (the first format of the
+    <picture>), and the worst ratio of pixels taken to pixels needed."""
+    first = next(f for f in ORDER if f != "jpeg" and any(v.format == f for v in
+                                                         manifest.variants))
+    files = sorted((v for v in manifest.variants if v.format == first), key=lambda v: v.width)
     total, worst = 0, 0.0
+    viewports, dprs = grid
     for dpr in dprs:
         for width in viewports:
             needed = width * dpr
-            chosen = next((v for v in webp if v.width >= needed), webp[-1])
+            chosen = next((v for v in files if v.width >= needed), files[-1])
             total += chosen.bytes
             worst = max(worst, (chosen.width / needed) ** 2)
     return total, worst
 
 
+def figures(made: list[Manifest], base: list[Manifest]) -> dict[str, Any]:
+    def summed(manifests: list[Manifest], grid: tuple[range, tuple[float, ...]]) -> int:
+        return sum(fetched(m, grid)[0] for m in manifests)
+
+    return {
+        "widths": max(len({v.width for v in m.variants}) for m in made),
+        "stored": sum(v.bytes for m in made for v in m.variants)
+        / sum(v.bytes for m in base for v in m.variants),
+        "fetched": summed(made, VIEWPORTS) / summed(base, VIEWPORTS),
+        "phones": summed(made, PHONES) / summed(base, PHONES),
+        "worst_phone": max(fetched(m, PHONES)[1] for m in made),
+        "worst": max(fetched(m, VIEWPORTS)[1] for m in made),
+    }
+
+
+def common_phones() -> list[str]:
+    lines = ["| phone (CSS px x DPR) | device px at 100vw |", "|---|---:|"]
+    lines += [f"| {w} x {d} | {round(w * d)} |"
+              for w, d in sorted(COMMON_PHONES, key=lambda p: p[0] * p[1])]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--step", default="20K", help="width_step_bytes (default 20K)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="candidates to run (comma-separated; "
+                        f"0.3.0 always): {', '.join(CANDIDATES)}")
     args = parser.parse_args()
-    corpus = corpus_dir()
-    sources = [corpus / p for p in PHOTOS]
-    fixed = Settings()
-    ladder = fixed.updated(width_step_bytes=args.step)
-    times: dict[str, list[float]] = {"fixed": [], "ladder": []}
+    wanted = [c for c in args.only.split(",") if c]
+    unknown = set(wanted) - set(CANDIDATES)
+    if unknown:
+        parser.error(f"unknown candidate(s): {', '.join(sorted(unknown))}")
+    names = ["0.3.0", *(n for n in CANDIDATES if n != "0.3.0" and (not wanted or n in wanted))]
+    sources = [corpus_dir() / p for p in PHOTOS]
+    base = Settings()
+    chosen = {name: base.updated(**CANDIDATES[name]) for name in names}
+    times: dict[str, list[float]] = {name: [] for name in names}
     made: dict[str, list[Manifest]] = {}
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-ladder-", dir="/var/tmp"))
     try:
         for _ in range(args.runs):
-            for name, chosen in (("fixed", fixed), ("ladder", ladder)):
-                took, made[name] = make_all(chosen, work / name, sources)
+            for name in names:
+                took, made[name] = make_all(chosen[name], work / name, sources)
                 times[name].append(took)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows: list[dict[str, Any]] = []
-    for one, other in zip(made["fixed"], made["ladder"], strict=True):
-        (f_got, f_worst), (l_got, l_worst) = fetched(one), fetched(other)
-        rows.append({
-            "photo": Path(one.key).name, "width": one.width,
-            "widths": [len({v.width for v in m.variants}) for m in (one, other)],
-            "stored": [sum(v.bytes for v in m.variants) for m in (one, other)],
-            "fetched": [f_got, l_got], "worst": [f_worst, l_worst],
-            "phones": [fetched(m, *PHONES)[0] for m in (one, other)]})
-    t_fixed, t_ladder = statistics.median(times["fixed"]), statistics.median(times["ladder"])
-    lines = [f"Width ladder by bytes (width_step_bytes={args.step}, max_widths="
-             f"{ladder.image.max_widths}) against the fixed 320/640/1280/1920, WebP + JPEG, "
-             f"{len(sources)} photos, one worker; time: median of {args.runs} interleaved runs",
-             "", "| photo | widths fixed / ladder | bytes stored ladder / fixed | bytes fetched "
-             "ladder / fixed | on phones | worst pixels / needed, fixed | ladder |",
-             "|---|---|---:|---:|---:|---:|---:|"]
-    for row in rows:
-        lines.append(f"| {row['photo']} ({row['width']} px) | {row['widths'][0]} / "
-                     f"{row['widths'][1]} | {row['stored'][1] / row['stored'][0]:.2f} | "
-                     f"{row['fetched'][1] / row['fetched'][0]:.2f} | "
-                     f"{row['phones'][1] / row['phones'][0]:.2f} | {row['worst'][0]:.2f} | "
-                     f"{row['worst'][1]:.2f} |")
-    stored = [sum(r["stored"][n] for r in rows) for n in (0, 1)]
-    got = [sum(r["fetched"][n] for r in rows) for n in (0, 1)]
-    phones = [sum(r["phones"][n] for r in rows) for n in (0, 1)]
-    lines.append(f"| **all** | | **{stored[1] / stored[0]:.2f}** | **{got[1] / got[0]:.2f}** | "
-                 f"**{phones[1] / phones[0]:.2f}** | "
-                 f"{max(r['worst'][0] for r in rows):.2f} | "
-                 f"{max(r['worst'][1] for r in rows):.2f} |")
-    lines += ["", f"optimize time, ladder / fixed: **{t_ladder / t_fixed:.2f}** "
-              f"({t_ladder:.2f} s against {t_fixed:.2f} s)"]
+    t_base = statistics.median(times["0.3.0"])
+    rows = {name: {**figures(made[name], made["0.3.0"]),
+                   "time": statistics.median(times[name]) / t_base,
+                   "settings": CANDIDATES[name]} for name in names}
+    lines = [f"Ladders against 0.3.0's defaults (320/640/1280/1920, WebP + JPEG), {len(sources)} "
+             f"photos, one worker; time: median of {args.runs} interleaved runs "
+             f"(0.3.0: {t_base:.2f} s)", "",
+             "| ladder | widths (most) | phone bytes | worst over-fetch, phones | all viewports "
+             "| bytes fetched, all | optimize time | bytes stored |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, row in rows.items():
+        lines.append(f"| {name} | {row['widths']} | {row['phones']:.2f} | "
+                     f"{row['worst_phone']:.2f} | {row['worst']:.2f} | {row['fetched']:.2f} | "
+                     f"{row['time']:.2f} | {row['stored']:.2f} |")
+    lines += ["", *common_phones()]
     print("\n".join(lines))
     out = HERE / "results" / "ladder.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"step": args.step, "times": times, "rows": rows}, indent=2))
+    out.write_text(json.dumps({"times": times, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

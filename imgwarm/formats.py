@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Format = Literal["avif", "webp", "jpeg"]
+Format = Literal["jxl", "avif", "webp", "jpeg"]
 SourceFormat = Literal["jpeg", "png", "webp", "avif", "heif", "tiff", "gif"]
 
 
@@ -24,6 +24,7 @@ class OutputFormat:
 
 
 OUTPUTS: dict[Format, OutputFormat] = {  # best first: the <picture> order
+    "jxl": OutputFormat("jxl", "jxl", "image/jxl", (1 << 30) - 1, alpha=True),
     "avif": OutputFormat("avif", "avif", "image/avif", 65535, alpha=True),
     "webp": OutputFormat("webp", "webp", "image/webp", 16383, alpha=True),
     "jpeg": OutputFormat("jpeg", "jpg", "image/jpeg", 65535, alpha=False),

@@ -17,10 +17,10 @@ import pytest
 import pyvips
 from PIL import Image
 
-from imgwarm.config import load_settings
+from imgwarm.config import ImageSettings, load_settings
 from imgwarm.exceptions import SourceError
 from imgwarm.pipeline.optimize import optimize_file
-from imgwarm.pipeline.variants import plan_widths
+from imgwarm.pipeline.variants import fallback_at, plan_widths
 from imgwarm.store import Stores
 from tests.support.corpus import BAD, CASES, CORPUS, GOOD, NOTES, Case, Run, imgwarm
 from tests.support.files import all_files
@@ -119,8 +119,12 @@ def test_good_file_converts(case: Case, corpus_run: Run) -> None:
     credits = expected_credits(case.path)
     assert result["description"] == credits["description"]
     assert result["copyright"] == credits["copyright"]
-    planned = plan_widths(width, height, [320, 640, 1280, 1920], 16383)
-    assert sorted({v["width"] for v in result["variants"]}) == planned
+    image_settings = ImageSettings()
+    planned = plan_widths(width, height, image_settings.widths, 16383)
+    by_format = {f: sorted(v["width"] for v in result["variants"] if v["format"] == f)
+                 for f in ("webp", "jpeg")}
+    assert by_format["webp"] == planned  # every width, and the fallback at its own
+    assert by_format["jpeg"] == sorted(fallback_at(planned, image_settings.fallback_widths))
     assert {v["format"] for v in result["variants"]} == {"webp", "jpeg"}
     reference = pillow_reference(case.path.read_bytes())
     for variant in result["variants"]:

@@ -5,7 +5,7 @@ width 1, and ``workers = true`` for one worker)."""
 from __future__ import annotations
 
 import typing
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationInfo, field_validator
 
@@ -20,8 +20,16 @@ def _holds_bool(value: Any) -> bool:
         isinstance(value, list | tuple) and any(isinstance(v, bool) for v in value))
 
 
+# An earlier default of a setting that did not exist then (its digest did not hold it).
+ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+
+
 class Group(BaseModel):
     """A group of settings (``image``, ``store``...)."""
+
+    # The defaults earlier versions had, by setting (oldest first): a manifest made with one
+    # of them while the setting is now at its default is still current (Settings.digests).
+    EARLIER_DEFAULTS: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     @field_validator("*", mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
@@ -11,6 +11,8 @@ from imgwarm.config.group import Group
 from imgwarm.config.marks import (
     OUTPUT,
     OUTPUT_IF_AUTO,
+    OUTPUT_IF_FALLBACK,
+    OUTPUT_IF_JXL,
     OUTPUT_IF_LADDER,
     OUTPUT_IF_PREDICTED,
     REFUSAL,
@@ -25,6 +27,10 @@ from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
 IDLE_WORKER = 72 << 20
 ONE_DECODE = 200 << 20
 
+# JPEG XL encoded from the pixels (jxl_from_jpeg false): see docs/benchmarks.md, "JPEG XL"
+JXL_QUALITY = 75
+JXL_EFFORT = 7
+
 # A fixed quality, or "auto": the lowest whose SSIMULACRA2 score reaches quality_target
 Quality = int | Literal["auto"]
 
@@ -33,12 +39,27 @@ class ImageSettings(Group):
     """Widths, formats, qualities, limits, metadata."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    # (none yet: a default that changes lists its earlier values here, e.g. "widths")
+    EARLIER_DEFAULTS: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     widths: list[int] = Field(
         [320, 640, 1280, 1920], json_schema_extra=OUTPUT,
         description="Variant widths in pixels (comma-separated); each 1..16383. "
         "Widths below the source's are made, plus the source width capped at the largest. "
         "With width_step_bytes, only the smallest and the largest are used: the bounds.")
+    fallback_widths: list[int] = Field(
+        [], json_schema_extra=OUTPUT_IF_FALLBACK,
+        description="Widths the JPEG fallback is made at, beside other formats (comma-"
+        "separated; each taken as the narrowest width made at least as wide, plus the widest "
+        "made): the browsers that take no WebP or AVIF are few, and a phone never fetches the "
+        "fallback, so it need not follow every width (e.g. 320,640,1280,1920 beside a "
+        "denser ladder). Empty: at every width.")
+    remake_earlier_defaults: bool = Field(
+        False, description="Make a source again when its manifest was made with an earlier "
+        "version's default of a setting that is now at its (new) default. False: such a "
+        "manifest stays current and served as it is, and the new default applies to sources "
+        "made from now on: a new version never re-makes a store by itself. Set it for one "
+        "`imgwarm optimize` (or enqueue) run over the sources to re-make.")
     width_step_bytes: Size = Field(
         Size(0), ge=0, json_schema_extra=OUTPUT_IF_LADDER,
         description="Choose each source's widths by bytes, as Cloudinary's responsive "
@@ -52,7 +73,8 @@ class ImageSettings(Group):
         "grows to fit; 10 keep 320..1920 within sqrt(1.5) a step).")
     formats: list[Format] = Field(
         ["webp", "jpeg"], json_schema_extra=OUTPUT,
-        description="Output formats (comma-separated) among avif, webp, jpeg.")
+        description="Output formats (comma-separated) among jxl, avif, webp, jpeg; a "
+        "<picture> offers them in that order.")
     webp_quality: Quality = Field(80, json_schema_extra=OUTPUT,
                                   description="WebP quality, 1..100, or auto (see quality_target).")
     webp_effort: int = Field(4, ge=0, le=6, json_schema_extra=OUTPUT,
@@ -79,6 +101,18 @@ class ImageSettings(Group):
         "lands fewer variants in the band: see the docs' benchmark.")
     avif_effort: int = Field(4, ge=0, le=10, json_schema_extra=OUTPUT,
                              description="AVIF encoder effort, 0..10 (slower = smaller).")
+    jxl_from_jpeg: bool = Field(
+        False, json_schema_extra=OUTPUT_IF_JXL,
+        description="Make each JPEG XL file from the JPEG of the same width, recompressed "
+        "losslessly: the JPEG's pixels, its quality, in about a tenth fewer bytes than our "
+        "progressive JPEGs, but more than WebP at its default quality (jxl_quality and "
+        "jxl_effort then do not apply; a JPEG is then made at every width). Needs jpeg among "
+        "the formats. False: encoded from the pixels.")
+    jxl_quality: Quality = Field(
+        JXL_QUALITY, json_schema_extra=OUTPUT_IF_JXL,
+        description="JPEG XL quality when encoded from the pixels, 1..100, or auto.")
+    jxl_effort: int = Field(JXL_EFFORT, ge=1, le=9, json_schema_extra=OUTPUT_IF_JXL,
+                            description="JPEG XL encoder effort, 1..9 (slower = smaller).")
     accept_png: bool = Field(
         True, json_schema_extra=REFUSAL,
         description="Also accept PNG sources (when their bytes and their name say PNG).")
@@ -120,7 +154,8 @@ class ImageSettings(Group):
         "source fails with one line, and the next source gets a new process. Queued jobs "
         "have task_soft_time_limit and task_time_limit instead.")
 
-    @field_validator("webp_quality", "jpeg_quality", "avif_quality", mode="before")
+    @field_validator("webp_quality", "jpeg_quality", "avif_quality", "jxl_quality",
+                     mode="before")
     @classmethod
     def _quality(cls, value: Any) -> Any:
         """1..100 or auto, with one message when it is neither."""
@@ -134,7 +169,20 @@ class ImageSettings(Group):
 
     def auto_quality(self) -> bool:
         """Is any format's quality auto (the target then changes outputs)?"""
-        return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality)
+        return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality,
+                          self.jxl_quality)
+
+    def thins_fallback(self) -> bool:
+        """Is the JPEG fallback made at fewer widths (fallback_widths then changes outputs)?"""
+        return bool(self.fallback_widths)
+
+    def makes_jxl(self) -> bool:
+        """Is JPEG XL among the formats (its settings then change outputs)?"""
+        return "jxl" in self.formats
+
+    def jxl_transcoded(self) -> bool:
+        """Are JPEG XL files the JPEGs recompressed (not encoded from the pixels)?"""
+        return self.makes_jxl() and self.jxl_from_jpeg and "jpeg" in self.formats
 
     def predicts_quality(self) -> bool:
         """Are some auto qualities predicted (quality_check_width then changes outputs)?"""
@@ -148,15 +196,15 @@ class ImageSettings(Group):
         found: int | Literal["auto"] = getattr(self, f"{fmt}_quality")
         return found
 
-    @field_validator("widths", "formats", "source_formats", mode="before")
+    @field_validator("widths", "fallback_widths", "formats", "source_formats", mode="before")
     @classmethod
     def _csv(cls, value: Any) -> Any:
         return split_csv(value)
 
-    @field_validator("widths")
+    @field_validator("widths", "fallback_widths")
     @classmethod
-    def _check_widths(cls, value: list[int]) -> list[int]:
-        if not value:
+    def _check_widths(cls, value: list[int], info: ValidationInfo) -> list[int]:
+        if not value and info.field_name == "widths":
             raise ValueError("at least one width is needed")
         for width in value:
             if not 1 <= width <= 16383:

@@ -19,6 +19,8 @@ REFUSAL: dict[str, Any] = {"affects": "refusal"}  # changes which sources are re
 OUTPUT_IF_AUTO: dict[str, Any] = {"affects": "output", "only_if": "auto_quality"}
 OUTPUT_IF_LADDER: dict[str, Any] = {"affects": "output", "only_if": "byte_ladder"}
 OUTPUT_IF_PREDICTED: dict[str, Any] = {"affects": "output", "only_if": "predicts_quality"}
+OUTPUT_IF_JXL: dict[str, Any] = {"affects": "output", "only_if": "makes_jxl"}
+OUTPUT_IF_FALLBACK: dict[str, Any] = {"affects": "output", "only_if": "thins_fallback"}
 
 
 def marked(group: BaseModel, *kinds: Affects) -> dict[str, Any]:

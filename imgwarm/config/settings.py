@@ -9,6 +9,7 @@ environment variable (``webp_quality``, ``IMGWARM_WEBP_QUALITY``). A subsystem t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import tomllib
@@ -16,12 +17,13 @@ import typing
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from imgwarm.config.cache import CacheSettings
 from imgwarm.config.events import EventsSettings
+from imgwarm.config.group import ABSENT, Group
 from imgwarm.config.image import ImageSettings
 from imgwarm.config.marks import Affects, marked
 from imgwarm.config.queue import QueueSettings
@@ -33,7 +35,7 @@ from imgwarm.nesting import check_nesting
 ENV_PREFIX = "IMGWARM_"
 DEFAULT_CONFIG_FILE = Path("imgwarm.toml")
 SETTINGS_DEPTH = 8  # a config file needs 2: a group's table, a list
-GROUPS: dict[str, type[BaseModel]] = {
+GROUPS: dict[str, type[Group]] = {
     "image": ImageSettings, "store": StoreSettings, "queue": QueueSettings,
     "cache": CacheSettings, "events": EventsSettings,
 }
@@ -146,10 +148,37 @@ class Settings(BaseSettings):
 
     def digest(self, *kinds: Affects) -> str:
         """A fingerprint of every setting marked as affecting one of ``kinds``."""
-        values = {name: value for group in GROUPS
-                  for name, value in marked(getattr(self, group), *kinds).items()}
-        text = json.dumps(values, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _fingerprint(self._marked(*kinds))
+
+    def digests(self, *kinds: Affects) -> list[str]:
+        """``digest(*kinds)`` first, then the digests these settings had under every earlier
+        version's defaults of the settings now at their default (a group's EARLIER_DEFAULTS):
+        what was made with the defaults of its day is not made again because a default
+        changed, unless remake_earlier_defaults says so."""
+        values = self._marked(*kinds)
+        found = [_fingerprint(values)]
+        if self.image.remake_earlier_defaults:
+            return found
+        earlier: dict[str, tuple[Any, ...]] = {}
+        for group in GROUPS.values():
+            for name, before in group.EARLIER_DEFAULTS.items():
+                if name in values and values[name] == group.model_fields[name].default:
+                    earlier[name] = (values[name], *before)
+        for choice in itertools.product(*earlier.values()):
+            then = {**values, **dict(zip(earlier, choice, strict=True))}
+            digest = _fingerprint({k: v for k, v in then.items() if v is not ABSENT})
+            if digest not in found:
+                found.append(digest)
+        return found
+
+    def _marked(self, *kinds: Affects) -> dict[str, Any]:
+        return {name: value for group in GROUPS
+                for name, value in marked(getattr(self, group), *kinds).items()}
+
+
+def _fingerprint(values: dict[str, Any]) -> str:
+    text = json.dumps(values, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def describe_field(name: str) -> FieldInfo | None:

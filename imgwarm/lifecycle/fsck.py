@@ -427,9 +427,9 @@ def _made_again(manifest: Manifest, settings: Settings, stores: Stores,
 def _credits(manifest: Manifest, settings: Settings) -> Credits | None:
     """None when the source was made with its own EXIF's text (its digest says so); else its
     manifest's text, given again: text given once (``--description``) is never lost."""
-    from imgwarm.pipeline.optimize import settings_digest
+    from imgwarm.pipeline.optimize import settings_digests
 
-    if settings_digest(settings, Credits()) == manifest.settings_digest:
+    if manifest.settings_digest in settings_digests(settings, Credits()):
         return None
     return Credits(description=manifest.description, copyright=manifest.copyright,
                    artist=manifest.artist)

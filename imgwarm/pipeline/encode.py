@@ -18,6 +18,7 @@ from PIL import Image
 
 from imgwarm.config import ImageSettings
 from imgwarm.formats import OUTPUTS, Format
+from imgwarm.pipeline import jxl
 
 
 class Frame:
@@ -68,6 +69,8 @@ def encode(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes | Non
     elif fmt == "webp":
         frame.picture.save(out, "WEBP", quality=quality,
                            method=settings.webp_effort, **extra)
+    elif fmt == "jxl":
+        return jxl.encode(frame.image, quality, settings.jxl_effort, exif)
     else:
         # One encoder thread: parallelism comes from the batch, not from inside an image.
         frame.picture.save(out, "AVIF", quality=quality,

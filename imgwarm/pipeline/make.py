@@ -13,7 +13,7 @@ layout (``imgwarm.store``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import pyvips
@@ -22,7 +22,7 @@ from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, SourceError
 from imgwarm.formats import OUTPUTS, Format
 from imgwarm.manifest import Credits, Placeholder
-from imgwarm.pipeline import gainmap, metadata
+from imgwarm.pipeline import gainmap, jxl, metadata
 from imgwarm.pipeline.budget import budget
 from imgwarm.pipeline.colour import to_srgb
 from imgwarm.pipeline.decode import decode
@@ -36,7 +36,7 @@ from imgwarm.pipeline.placeholder import placeholder
 from imgwarm.pipeline.probe import Probe, probe
 from imgwarm.pipeline.resize import fit
 from imgwarm.pipeline.sniff import NAMES
-from imgwarm.pipeline.variants import height_for, ladder, plan_widths
+from imgwarm.pipeline.variants import fallback_at, height_for, ladder, plan_widths
 from imgwarm.pipeline.vipsutil import (
     LIBVIPS,
     VipsComplaint,
@@ -163,29 +163,45 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
         preview: Placeholder | None = None
         hints: dict[Format, Hint] = {}  # auto: the quality the previous width needed
 
-        def at(width: int) -> tuple[pyvips.Image, list[Encoded]]:
+        def at(width: int, fallback: bool = True) -> tuple[pyvips.Image, list[Encoded]]:
+            """One width's files: every format, or all but the JPEG fallback (which is then
+            still encoded where a JPEG XL file is recompressed from it, not kept)."""
             resized = fit(master, width, height_for(width, full_w, full_h))
             # Resample once into memory; every encoder then reads the same pixels.
             image = resized if resized is master else resized.copy_memory()
             frame = Frame(image, None if gain is None or info.gainmap is None else
                           gainmap.for_variant(info.gainmap, gain, image, full_w, full_h))
             references: dict[bool, Reference] = {}  # auto: the metric's, for every format
-            return image, [_encode_one(frame, fmt, settings, exif, slug, hints, references)
-                           for fmt in chosen.formats]
+            kept = [f for f in chosen.formats if fallback or f != thin]
+            files: dict[Format, Encoded] = {}
+            jpeg: list[Format] = ["jpeg"] if recompressed and "jpeg" not in kept else []
+            made = [*kept, *jpeg]
+            for fmt in sorted(made, key=lambda f: f in recompressed):  # JPEG first
+                files[fmt] = (_recompressed(files["jpeg"], slug, settings) if fmt in recompressed
+                              else _encode_one(frame, fmt, settings, exif, slug, hints,
+                                               references))
+            return image, [files[fmt] for fmt in kept]
 
+        recompressed: set[Format] = {"jxl"} if settings.jxl_from_jpeg and "jpeg" in chosen.formats \
+            and "jxl" in chosen.formats else set()
+        # the JPEG beside other formats is a fallback: made at fallback_widths' widths only
+        thin: Format | None = "jpeg" if len(chosen.formats) > 1 else None
+        ladder_ends = settings.byte_ladder() and len(widths) == 2
+        fallback = set(widths) if ladder_ends else fallback_at(widths, settings.fallback_widths)
         narrowest: dict[Format, Hint] = {}
         for width in widths:
-            image, made[width] = at(width)
+            image, made[width] = at(width, width in fallback)
             if width == widths[0]:
                 preview = placeholder(image)
                 narrowest = dict(hints)
-        if settings.byte_ladder() and len(widths) == 2:
+        if ladder_ends:
             ends = [(w, len(made[w][0].data)) for w in widths]  # the first format's bytes
             hints.update(narrowest)  # (auto: each width's search from the narrower one's)
-            for width in ladder(ends[0], ends[1], settings.width_step_bytes,
-                                settings.max_widths):
+            steps = ladder(ends[0], ends[1], settings.width_step_bytes, settings.max_widths)
+            fallback = fallback_at(steps, settings.fallback_widths) | set(widths)
+            for width in steps:
                 if widths[0] < width < widths[1]:
-                    made[width] = at(width)[1]
+                    made[width] = at(width, width in fallback)[1]
             if any(f.predicted and hints[f.format][:2] != (f.quality, f.full_chroma)
                    for f in made[widths[1]]):
                 # the widest end was predicted before the widths between were checked: made
@@ -218,6 +234,14 @@ def _encode_one(frame: Frame, fmt: Format, settings: ImageSettings, exif: bytes 
     return Encoded(fmt, frame.image.width, frame.image.height, file, data, quality, found,
                    hdr=fmt == "jpeg" and frame.hdr is not None, predicted=predicted,
                    full_chroma=full)
+
+
+def _recompressed(jpeg: Encoded, slug: str, settings: ImageSettings) -> Encoded:
+    """The JPEG XL file of a width: its JPEG recompressed losslessly (the same pixels, so the
+    JPEG's quality and score are its own)."""
+    data = jxl.recompress(jpeg.data)
+    file = file_name(slug, content_hash(data), OUTPUTS["jxl"].extension, settings.hash_length)
+    return replace(jpeg, format="jxl", name=file, data=data, hdr=False)
 
 
 def _predicted(width: int, settings: ImageSettings) -> bool:

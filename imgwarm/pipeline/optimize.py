@@ -83,11 +83,14 @@ def _given(credits: Credits) -> str:
     return repr(sorted(credits.arguments().items()))
 
 
-def settings_digest(settings: Settings, credits: Credits) -> str:
+def settings_digests(settings: Settings, credits: Credits) -> list[str]:
     """What a manifest depends on besides the bytes: every setting marked as changing outputs
-    (``config/marks.py``) and the text given."""
-    seed = f"{settings.digest('output')}|{_given(credits)}"
-    return hashlib.sha256(seed.encode()).hexdigest()[:16]
+    (``config/marks.py``) and the text given. The digest a new manifest gets first, then
+    those of manifests that are current too: made with an earlier version's default of a
+    setting now at its default (Settings.digests)."""
+    given = _given(credits)
+    return [hashlib.sha256(f"{digest}|{given}".encode()).hexdigest()[:16]
+            for digest in settings.digests("output")]
 
 
 @cache
@@ -151,7 +154,8 @@ def optimize_bytes(
     that attempt died, and never announced)."""
     given = credits or Credits()
     source_sha = content_hash(data)
-    digest = settings_digest(settings, given)
+    current = settings_digests(settings, given)
+    digest = current[0]
     previous = stores.manifests.record(key)
     if (
         isinstance(previous, Failure)
@@ -162,7 +166,7 @@ def optimize_bytes(
     if (
         isinstance(previous, Manifest)
         and previous.source_sha256 == source_sha
-        and previous.settings_digest == digest
+        and previous.settings_digest in current
         and all(stores.origin.exists(v.path) for v in previous.variants)
     ):
         if previous.placeholder is None:  # made before placeholders: add it, once

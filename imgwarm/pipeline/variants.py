@@ -25,6 +25,16 @@ def plan_widths(source_width: int, source_height: int, widths: list[int],
     return sorted({w for w in widths if w < largest} | {largest})
 
 
+def fallback_at(made: list[int], wanted: list[int]) -> set[int]:
+    """The widths among ``made`` (ascending) the fallback is made at: for each ``wanted``
+    width the narrowest made at least as wide, and the widest; every one when none is
+    wanted."""
+    if not wanted:
+        return set(made)
+    return {made[-1], *(next(w for w in made if w >= want) for want in wanted
+                        if want <= made[-1])}
+
+
 def ladder(low: tuple[int, int], high: tuple[int, int], step: int,
            most: int) -> list[int]:
     """The widths from ``low`` to ``high`` (each (width, bytes of its file)) whose files are

@@ -32,6 +32,7 @@ DOCUMENTED = ROW.findall(settings_page())
 # A valid value other than the default, as a string (how the environment gives it).
 CHANGED: dict[str, tuple[str, Any]] = {
     "widths": ("100,200", [100, 200]), "formats": ("avif,jpeg", ["avif", "jpeg"]),
+    "fallback_widths": ("100,300", [100, 300]), "jxl_quality": ("auto", "auto"),
     "ram_max_width": ("640", 640),
     "source_formats": ("png,jpeg", ["jpeg", "png"]),
     "origin": ("s3", "s3"), "s3_bucket": ("photos", "photos"), "s3_prefix": ("a/b", "a/b/"),
@@ -116,8 +117,9 @@ def test_imgwarm_config_prints_toml_that_loads_back(run_cli: Any, tmp_path: Path
 
 def test_digests_come_from_the_marks(settings: Settings) -> None:
     base = load_settings()
-    # Pinned: manifests made before settings were grouped are still reused (same digest).
-    assert base.digest("output") == "17035c475bf72dd2"
+    # Pinned: manifests made before settings were grouped are still reused (the digest of
+    # 0.3.0's defaults is still current: Settings.digests).
+    assert "17035c475bf72dd2" in base.digests("output")
     for name in ("webp_quality", "widths", "keep_gps", "hash_length", "shard_levels"):
         text, _ = changed(name, fields()[name])
         assert base.updated(**{name: text}).digest("output") != base.digest("output"), name

@@ -7,9 +7,16 @@ import math
 
 import pytest
 
-from imgwarm.pipeline.variants import MAX_RATIO, PIXEL_SLACK, height_for, ladder, plan_widths
+from imgwarm.pipeline.variants import (
+    MAX_RATIO,
+    PIXEL_SLACK,
+    fallback_at,
+    height_for,
+    ladder,
+    plan_widths,
+)
 
-DEFAULT = [320, 640, 1280, 1920]
+WIDTHS = [320, 640, 1280, 1920]  # (0.3.0's default)
 
 
 @pytest.mark.parametrize(
@@ -27,7 +34,7 @@ DEFAULT = [320, 640, 1280, 1920]
     ],
 )
 def test_plan_never_upscales(source: int, expected: list[int]) -> None:
-    assert plan_widths(source, source * 3 // 4 or 1, DEFAULT, 16383) == expected
+    assert plan_widths(source, source * 3 // 4 or 1, WIDTHS, 16383) == expected
 
 
 @pytest.mark.parametrize(
@@ -44,7 +51,7 @@ def test_plan_never_upscales(source: int, expected: list[int]) -> None:
 def test_plan_keeps_every_side_within_the_formats(size: tuple[int, int],
                                                   expected: list[int]) -> None:
     width, height = size
-    planned = plan_widths(width, height, DEFAULT, 16383)
+    planned = plan_widths(width, height, WIDTHS, 16383)
     assert planned == expected
     assert all(height_for(w, width, height) <= 16383 for w in planned)
 
@@ -135,4 +142,22 @@ def test_ladder_on_random_ends() -> None:
         fewest = len(ladder((w0, 0), (w1, 0), 10**9, 10**6))
         if most >= fewest:
             assert all(b <= max(a * MAX_RATIO, a + 1) for a, b in itertools.pairwise(widths))
+
+
+
+@pytest.mark.parametrize(
+    ("made", "wanted", "expected"),
+    [
+        ([320, 640, 750, 900, 1080, 1290, 1920], [320, 640, 1280, 1920],
+         {320, 640, 1290, 1920}),  # the defaults: 1280 taken as the next made, 1290
+        ([320, 640, 750, 900, 1080, 1290, 1800], [320, 640, 1280, 1920],
+         {320, 640, 1290, 1800}),  # a narrower source: its own width is the widest
+        ([320, 640, 750], [320, 640, 1280, 1920], {320, 640, 750}),
+        ([100], [320, 640], {100}),  # a tiny source: its one width
+        ([320, 640, 900], [], {320, 640, 900}),  # none wanted: every width
+        ([400, 800], [320], {400, 800}),
+    ],
+)
+def test_the_fallback_widths(made: list[int], wanted: list[int], expected: set[int]) -> None:
+    assert fallback_at(made, wanted) == expected
 

@@ -5,12 +5,8 @@ NVMe, origin, the page's preload Link). What Chromium chose, requested and paint
 from __future__ import annotations
 
 import io
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,13 +25,12 @@ from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.serve.gallery import HERO_WIDTH
 from imgwarm.store import Stores
+from tests.support.gallery import served_gallery
 from tests.support.nginx import nginx
-from tests.support.servers import free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 
 
-IMGWARM = Path(sys.executable).parent / "imgwarm"
 VIEWS = [(390, 844, 1), (390, 844, 2), (1440, 900, 1), (1440, 900, 2)]
 COUNT = 24  # enough for a column of images far below the fold on a phone
 HOSTILE = '"><script>window.__pwned = 1</script><b>bold?</b>'
@@ -50,15 +45,6 @@ class Gallery:
 
     def urls(self, manifest: Manifest) -> set[str]:
         return {f"/{v.path}" for v in manifest.variants}
-
-
-def _env(settings: Settings) -> dict[str, str]:
-    flat = settings.flat()
-    names = ("origin_root", "manifest_root", "nvme_root", "ram_root", "cache_state", "widths",
-             "formats")
-    found = {f"IMGWARM_{n.upper()}": ",".join(map(str, flat[n])) if isinstance(flat[n], list)
-             else str(flat[n]) for n in names}
-    return {**{k: v for k, v in os.environ.items() if not k.startswith("IMGWARM_")}, **found}
 
 
 @pytest.fixture(scope="module")
@@ -80,34 +66,11 @@ def gallery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gallery]:
         manifests.append(optimize_file(source, settings=settings, stores=stores,
                                        credits=Credits.given(description=text)).manifest)
     warm(settings)
-    env = _env(settings)
-    www = base / "www"
-    written = subprocess.run([str(IMGWARM), "gallery", *(m.key for m in manifests),
-                              "--out", str(www)], env=env, capture_output=True, text=True,
-                             check=False)
-    assert written.returncode == 0, written.stderr
-    port = free_port()
-    server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(www), "--port",
-                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _listening(port) or server.poll() is not None, "imgwarm serve")
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        yield Gallery(f"http://127.0.0.1:{port}/", settings, manifests)
-        server.send_signal(signal.SIGINT)  # Ctrl-C
-        assert server.wait(timeout=20) == 0
-        assert not _listening(port)  # nginx stopped with it: workers hold the socket too
+        with served_gallery(settings, manifests, base / "www") as url:
+            yield Gallery(url, settings, manifests)
     finally:
-        if server.poll() is None:
-            server.kill()
         shutil.rmtree(ram, ignore_errors=True)
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 # the page's last LCP candidate element, as window.__lcp

@@ -23,6 +23,7 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
+from tests.support.gallery import listening
 from tests.support.nginx import nginx
 from tests.support.servers import free_port, wait_for
 
@@ -86,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(gallery), "--port",
                                str(port)], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _listening(port) or server.poll() is not None, "imgwarm serve")
+        wait_for(lambda: listening(port) or server.poll() is not None, "imgwarm serve")
         assert server.poll() is None, server.stderr.read() if server.stderr else ""
         yield Served(port, settings, gallery, variants)
         server.send_signal(signal.SIGINT)
@@ -95,14 +96,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         if server.poll() is None:
             server.kill()
         shutil.rmtree(ram, ignore_errors=True)
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    with socket.socket() as probe:
-        probe.settimeout(0.2)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def every_file(root: Path) -> list[str]:
