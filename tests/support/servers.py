@@ -186,6 +186,10 @@ class SeaweedServer(S3Endpoint):
             "-s3.autoCreateBucket=false",  # a write to a missing bucket fails, as on AWS
             "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
             "-master.telemetry=false",
+            # small volumes: weed counts the volumes it may make as free disk space over
+            # their size, and every bucket takes several; at mini's 128 MB a run on a disk
+            # with 30 GB free ran out ("no free volumes left"), the tests' objects are tiny
+            "-master.volumeSizeLimitMB=16",
         ]
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
