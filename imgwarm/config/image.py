@@ -180,10 +180,6 @@ class ImageSettings(Group):
         """Is JPEG XL among the formats (its settings then change outputs)?"""
         return "jxl" in self.formats
 
-    def jxl_transcoded(self) -> bool:
-        """Are JPEG XL files the JPEGs recompressed (not encoded from the pixels)?"""
-        return self.makes_jxl() and self.jxl_from_jpeg and "jpeg" in self.formats
-
     def predicts_quality(self) -> bool:
         """Are some auto qualities predicted (quality_check_width then changes outputs)?"""
         return self.auto_quality() and self.quality_check_width > 0
