@@ -23,12 +23,21 @@ source; the growth from one size to the next; and the issue's Done-when checks (
 warm's own time growing at most 1.3x from the smallest to the largest size; fsck and
 gc --full at most 256 MB peak RSS at the largest) as pass/fail.
 
-Usage (a quiet machine for the figures: no tests, no other sessions; 1M sources take about
-14M inodes and 25 GB with the tiers' copies):
+Usage (a quiet machine for the figures: no tests, no other sessions). 1M sources take about
+11M inodes for the store and 7M more for the tiers' copies, more than a 250 GB ext4 disk
+holds (16M): put the store on a file system with inodes to spare (a loop-mounted ext4 with
+1 KiB blocks and an inode every 1.5 KiB holds it in about 10 GB) and the tiers on tmpfs:
     .venv/bin/python bench/scale.py                              # local 10k, 100k, 1M
     .venv/bin/python bench/scale.py --sizes 1000,10000 --origin s3
     .venv/bin/python bench/scale.py --sizes 10000 --keep /var/tmp/scale --json
     .venv/bin/python bench/scale.py --keep /var/tmp/scale --again bench/results/scale.json
+    # 1M in two runs at once: the warms, and the store-wide passes (measured for memory;
+    # stopped while the quiet warms are measured)
+    .venv/bin/python bench/scale.py --sizes 1000000 --keep STORE --tiers TMPFS \
+        --ram-budget 200M --commands "first warm,no-change warm,uploads,warm 10 new" \
+        --pause-others --no-check --out warms.json
+    .venv/bin/python bench/scale.py --sizes 1000000 --keep STORE --reuse \
+        --commands "fsck,gc --full,gc" --out passes.json     # once the store is written
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,10 +150,17 @@ def _load_bucket(base: Path, bucket: str) -> None:
                 backend.put_object(bucket, prefix + key, found.read_bytes())
 
 
+TIERS: Path | None = None  # --tiers: the tiers' roots under DIR/nvme and DIR/ram, not the store's
+RAM_BUDGET: str | None = None  # --ram-budget
+
+
 def _env(base: Path) -> dict[str, str]:
     """A store's commands' environment (local origin: S3 replaces the origin's part)."""
-    return {**os.environ, "IMGWARM_NVME_ROOT": str(base / "nvme"),
-            "IMGWARM_RAM_ROOT": str(base / "ram"), "IMGWARM_RAM_ALLOW_NON_TMPFS": "true",
+    nvme, ram = ((TIERS / "nvme" / base.name, TIERS / "ram" / base.name) if TIERS
+                 else (base / "nvme", base / "ram"))
+    budget = {"IMGWARM_RAM_BUDGET": RAM_BUDGET} if RAM_BUDGET else {}
+    return {**os.environ, **budget, "IMGWARM_NVME_ROOT": str(nvme),
+            "IMGWARM_RAM_ROOT": str(ram), "IMGWARM_RAM_ALLOW_NON_TMPFS": "true",
             "IMGWARM_CACHE_STATE": str(base / "state"), "IMGWARM_FSYNC": "false",
             "IMGWARM_ORIGIN_ROOT": str(base / "origin"),
             "IMGWARM_MANIFEST_ROOT": str(base / "manifest")}
@@ -152,7 +169,7 @@ def _env(base: Path) -> dict[str, str]:
 QUIET_RUNS = 3  # --again: the no-change warm's median of this many
 
 
-def again(row: dict[str, Any], work: Path) -> dict[str, Any]:
+def again(row: dict[str, Any], work: Path, pause: bool = False) -> dict[str, Any]:
     """A kept local store of an earlier run, its quiet commands measured again with the code
     as it is now: one warm first (unmeasured: a changed planner may rank once), then the
     no-change warm (median of QUIET_RUNS), 10 new uploads and the warm after them."""
@@ -162,25 +179,59 @@ def again(row: dict[str, Any], work: Path) -> dict[str, Any]:
     env, log = _env(base), base / "commands.log"
     warm = [str(IMGWARM), "warm", "--json"]
     measure(warm, env, log)
-    quiet = sorted((measure(warm, env, log) for _ in range(QUIET_RUNS)),
-                   key=lambda m: m.get("own_s", m["cpu_s"]))
+    with others_paused(pause):
+        quiet = sorted((measure(warm, env, log) for _ in range(QUIET_RUNS)),
+                       key=lambda m: m.get("own_s", m["cpu_s"]))
     uploads = base / "uploads"
     photos = _photos(uploads, UPLOADS, row["sources"] + len(list(uploads.glob("*.jpg"))))
     row = {**row, "again": time.strftime("%Y-%m-%d %H:%M"), "no-change warm":
            quiet[len(quiet) // 2], "uploads": measure(
                [str(IMGWARM), "optimize", *map(str, photos)], env, log),
-           "warm 10 new": measure(warm, env, log)}
+           "warm 10 new": _paused(pause, warm, env, log)}
     print(json.dumps({"size": row["sources"], "again": {n: row[n] for n in (
         "no-change warm", "uploads", "warm 10 new")}}), file=sys.stderr, flush=True)
     return row
 
 
+@contextlib.contextmanager
+def others_paused(pause: bool) -> Any:
+    """With --pause-others: every other imgwarm fsck or gc process (another run's store-wide
+    passes, measured for memory) stopped while a quiet command is measured."""
+    found = subprocess.run(["pgrep", "-f", "imgwarm (fsck|gc)"], capture_output=True,
+                           text=True, check=False).stdout.split() if pause else []
+    pids = [int(p) for p in found]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+QUIET = ("no-change warm", "warm 10 new")
+
+
+def _paused(pause: bool, command: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
+    with others_paused(pause):
+        return measure(command, env, log)
+
+
 def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests | None,
-             processes: int) -> dict[str, Any]:
+             processes: int, commands: tuple[str, ...] = COMMANDS, reuse: bool = False,
+             pause: bool = False, check: bool = True) -> dict[str, Any]:
     base = work / f"{origin}-{size}"
-    shutil.rmtree(base, ignore_errors=True)
-    made = generate(base / "origin", base / "manifest", size, prefix=f"{base}/up/",
-                    processes=processes)
+    reused = reuse and origin == "local" and (base / "origin").is_dir()
+    if reused:  # generated by an earlier run (--reuse): never written again nor removed
+        if "first warm" in commands and (base / "state").exists():
+            raise SystemExit(f"--reuse: {base / 'state'} exists: not a first warm")
+        made = {"sources": size, "reused": True}
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+        made = generate(base / "origin", base / "manifest", size, prefix=f"{base}/up/",
+                        processes=processes)
     print(json.dumps({"size": size, "generated": made}), file=sys.stderr, flush=True)
     env = _env(base)
     if origin != "local":
@@ -189,8 +240,10 @@ def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests
         env.update(IMGWARM_ORIGIN="s3", IMGWARM_S3_BUCKET=bucket,
                    IMGWARM_S3_ENDPOINT_URL=server.endpoint, IMGWARM_S3_REGION="us-east-1")
     log = base / "commands.log"
-    checked = subprocess.run([str(IMGWARM), "fsck", "--json"], env=env, capture_output=True,
-                             text=True, check=False)
+    fsck = [str(IMGWARM), "fsck", "--json"]
+    checked = subprocess.CompletedProcess([], 0, json.dumps({"records": size}), "") if (
+        reused or not check) else subprocess.run(fsck, env=env, capture_output=True,
+                                                 text=True, check=False)
     found = json.loads(checked.stdout) if checked.returncode == 0 else {}
     if checked.returncode != 0 or found.get("records") != size or found.get("found"):
         raise SystemExit(f"the generated store of {size} is not clean: {checked.stdout[-800:]}"
@@ -218,7 +271,14 @@ def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests
     if requests is not None:
         requests.take()
     for name, command in runs.items():
-        row[name] = measure(command, env, log)
+        if name not in commands:
+            continue
+        with others_paused(pause and name in QUIET):
+            if name == "no-change warm":  # the median of QUIET_RUNS
+                row[name] = sorted((measure(command, env, log) for _ in range(QUIET_RUNS)),
+                                   key=lambda m: m.get("own_s", m["cpu_s"]))[QUIET_RUNS // 2]
+            else:
+                row[name] = measure(command, env, log)
         if requests is not None:
             counts = requests.take()
             row[name]["requests"] = sum(counts.values())
@@ -227,7 +287,7 @@ def one_size(size: int, origin: str, work: Path, server: Any, requests: Requests
             index = _folder_bytes(base / "state")
             row["index_bytes_per_source"] = round(index / size)
         print(json.dumps({"size": size, name: row[name]}), file=sys.stderr, flush=True)
-    if "requests" in row["uploads"]:
+    if "requests" in row.get("uploads", {}):
         row["requests_per_upload"] = round(row["uploads"]["requests"] / UPLOADS, 1)
     return row
 
@@ -240,6 +300,8 @@ def growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         ratios = {"origin": after["origin"], "from": before["sources"], "to": after["sources"]}
         for name in COMMANDS:
+            if name not in before or name not in after:
+                continue
             b, a = before[name], after[name]
             ratios[name] = {"own": round(a.get("own_s", a["cpu_s"]) /
                                          max(b.get("own_s", b["cpu_s"]), 1e-4), 2),
@@ -332,13 +394,35 @@ def main() -> None:
                         help="measure the quiet commands again (no-change warm, uploads, warm "
                         "10 new) on the local stores an earlier run kept (--keep), whose "
                         "results JSON this is; the rest of its figures are kept")
+    parser.add_argument("--tiers", type=Path, metavar="DIR",
+                        help="the tiers under DIR/nvme/<store> and DIR/ram/<store> (e.g. two "
+                        "tmpfs mounts: 1M sources' tiers need about 7M inodes)")
+    parser.add_argument("--ram-budget", help="the RAM tier's budget (IMGWARM_RAM_BUDGET)")
+    parser.add_argument("--commands", default=",".join(COMMANDS),
+                        help=f"which to measure (comma-separated): {', '.join(COMMANDS)}")
+    parser.add_argument("--reuse", action="store_true", help="keep a store --keep holds "
+                        "that an earlier run generated and never warmed, instead of writing it "
+                        "again (it was found clean then)")
+    parser.add_argument("--pause-others", action="store_true", help="stop other imgwarm "
+                        "fsck and gc processes (a second run's passes, measured for memory) "
+                        "while the quiet commands are measured")
+    parser.add_argument("--no-check", action="store_true", help="measure without first "
+                        "checking the generated store with fsck (a run measuring fsck on it "
+                        "checks it: its records and that it found nothing)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "scale.json")
     args = parser.parse_args()
+    global TIERS, RAM_BUDGET
+    TIERS, RAM_BUDGET = args.tiers, args.ram_budget
+    commands = tuple(c for c in args.commands.split(",") if c)
+    if set(commands) - set(COMMANDS):
+        parser.error(f"--commands: among {', '.join(COMMANDS)}")
     if args.again is not None:
         if args.keep is None:
             parser.error("--again needs --keep: the folder the earlier run kept its stores in")
         earlier = json.loads(args.again.read_text())["rows"]
-        rows = [again(r, args.keep) if r["origin"] == "local" else r for r in earlier]
-        _report(rows, args.json)
+        rows = [again(r, args.keep, args.pause_others) if r["origin"] == "local" else r
+                for r in earlier]
+        _report(rows, args.json, args.out)
         return
     try:
         sizes = sorted({int(n) for n in args.sizes.split(",")})
@@ -361,7 +445,9 @@ def main() -> None:
             requests = Requests()
             server = S3Server()
         for size in sizes:
-            rows.append(one_size(size, args.origin, work, server, requests, args.processes))
+            rows.append(one_size(size, args.origin, work, server, requests, args.processes,
+                                 commands, args.reuse, args.pause_others,
+                                 not args.no_check))
             if args.keep is None:
                 shutil.rmtree(work / f"{args.origin}-{size}", ignore_errors=True)
     finally:
@@ -369,15 +455,19 @@ def main() -> None:
             server.stop()
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    _report(rows, args.json)
+    _report(rows, args.json, args.out)
 
 
-def _report(rows: list[dict[str, Any]], as_json: bool) -> None:
-    result = {"rows": rows, "growth": growth(rows), "checks": checks(rows),
-              "estimate": estimate(rows)}
+def _report(rows: list[dict[str, Any]], as_json: bool, out: Path) -> None:
+    whole = all(name in row and "s" in row["generate"] for row in rows for name in COMMANDS)
+    if not whole:  # (--commands, --reuse: a part of the figures, to be put together)
+        result: dict[str, Any] = {"rows": rows, "growth": growth(rows)}
+        as_json = True
+    else:
+        result = {"rows": rows, "growth": growth(rows), "checks": checks(rows),
+                  "estimate": estimate(rows)}
     print(json.dumps(result, indent=2) if as_json else table(rows))
-    out = HERE / "results" / "scale.json"
-    out.parent.mkdir(exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
 
 
