@@ -1,7 +1,8 @@
 """Benchmark width ladders (and formats) against the 0.3.0 defaults (widths 320/640/1280/1920,
 WebP + JPEG), on the corpus's camera photos and the Kodak images, in one process, one worker:
 
-- time: the whole optimize of every photo, every candidate interleaved (median of runs);
+- time: the whole optimize of every photo, every candidate interleaved (median of runs), wall
+  and CPU seconds (the process's, every thread);
 - bytes stored: every variant's bytes, over the baseline's;
 - bytes fetched: for viewports 320..1920 CSS px (every 40) at DPR 1, 1.75, 2 and 3 with the
   image at 100vw, the file Chromium takes: the first format of the <picture> (jxl, avif,
@@ -52,9 +53,12 @@ COMMON_PHONES = [(360, 2), (360, 3), (375, 2), (375, 3), (384, 2.8125), (390, 3)
                  (430, 3)]
 # 0.3.0's defaults, the baseline: four widths, every format at each
 OLD = {"widths": [320, 640, 1280, 1920], "fallback_widths": []}
-# each also with the JPEG at every width (fallback_widths empty: "/all-jpeg")
+# each with the JPEG at the default fallback widths, and also at every width (fallback_widths
+# empty: "/all-jpeg"). The defaults since 0.4.0: 320, 640, 810, 1024, 1290, 1920, 1.26
+# apart over the phones' 560..1290 device px (the fewest that keep a phone within 1.6x the
+# pixels it needs), the JPEG at 320, 640, 1280 (so 1290), 1920.
 LADDERS = {
-    "phones-4": [320, 640, 810, 1024, 1296, 1920],  # 1.26 apart over 560..1290 device px
+    "phones-4/1296": [320, 640, 810, 1024, 1296, 1920],  # 1.26 apart from 640 on
     "phones-5": [320, 640, 750, 900, 1080, 1290, 1920],  # at the common phones' widths
     "geometric": [320, 400, 506, 640, 810, 1024, 1296, 1640, 1920],  # 1.26 apart throughout
     "next-image": [320, 640, 750, 828, 1080, 1200, 1920],  # next/image's deviceSizes to 1920
@@ -62,7 +66,9 @@ LADDERS = {
 CANDIDATES: dict[str, dict[str, Any]] = {
     "0.3.0": OLD,
     "defaults": {},
-    "bytes-20K": {"width_step_bytes": "20K", "fallback_widths": []},
+    "defaults/all-jpeg": {"fallback_widths": []},
+    "bytes-20K": {"width_step_bytes": "20K", "fallback_widths": []},  # issue 27's
+    "bytes-30K/7": {"width_step_bytes": "30K", "max_widths": 7},  # fewer, cheaper steps
     **{name: {"widths": widths} for name, widths in LADDERS.items()},
     **{f"{name}/all-jpeg": {"widths": widths, "fallback_widths": []}
        for name, widths in LADDERS.items()},
@@ -71,14 +77,16 @@ CANDIDATES: dict[str, dict[str, Any]] = {
 }
 
 
-def make_all(settings: Settings, work: Path, sources: list[Path]) -> tuple[float, list[Manifest]]:
+def make_all(settings: Settings, work: Path,
+             sources: list[Path]) -> tuple[float, float, list[Manifest]]:
+    """Wall and CPU seconds (every thread of this process: libvips' too) to make ``sources``."""
     shutil.rmtree(work, ignore_errors=True)
     here = settings.updated(origin_root=work / "origin", manifest_root=work / "manifest",
                             fsync=False, workers=1)
     stores = Stores.local(here.store)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     made = [optimize_file(s, settings=here, stores=stores).manifest for s in sources]
-    return time.perf_counter() - started, made
+    return time.perf_counter() - started, time.process_time() - cpu, made
 
 
 def fetched(manifest: Manifest, grid: tuple[range, tuple[float, ...]]) -> tuple[int, float]:
@@ -135,34 +143,38 @@ def main() -> None:
     base = Settings()
     chosen = {name: base.updated(**CANDIDATES[name]) for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
     made: dict[str, list[Manifest]] = {}
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-ladder-", dir="/var/tmp"))
     try:
         for _ in range(args.runs):
             for name in names:
-                took, made[name] = make_all(chosen[name], work / name, sources)
+                took, cpu, made[name] = make_all(chosen[name], work / name, sources)
                 times[name].append(took)
+                cpus[name].append(cpu)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     t_base = statistics.median(times["0.3.0"])
+    cpu_base = statistics.median(cpus["0.3.0"])
     rows = {name: {**figures(made[name], made["0.3.0"]),
                    "time": statistics.median(times[name]) / t_base,
+                   "cpu": statistics.median(cpus[name]) / cpu_base,
                    "settings": CANDIDATES[name]} for name in names}
     lines = [f"Ladders against 0.3.0's defaults (320/640/1280/1920, WebP + JPEG), {len(sources)} "
              f"photos, one worker; time: median of {args.runs} interleaved runs "
              f"(0.3.0: {t_base:.2f} s)", "",
              "| ladder | widths (most) | phone bytes | worst over-fetch, phones | all viewports "
-             "| bytes fetched, all | optimize time | bytes stored |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| bytes fetched, all | optimize time | CPU time | bytes stored |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, row in rows.items():
         lines.append(f"| {name} | {row['widths']} | {row['phones']:.2f} | "
                      f"{row['worst_phone']:.2f} | {row['worst']:.2f} | {row['fetched']:.2f} | "
-                     f"{row['time']:.2f} | {row['stored']:.2f} |")
+                     f"{row['time']:.2f} | {row['cpu']:.2f} | {row['stored']:.2f} |")
     lines += ["", *common_phones()]
     print("\n".join(lines))
     out = HERE / "results" / "ladder.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"times": times, "rows": rows}, indent=2))
+    out.write_text(json.dumps({"times": times, "cpus": cpus, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Benchmark `imgwarm optimize` against the floor (plain pyvips), Pillow and cwebp.
 
 Every contender runs as a subprocess on the same staged batch of corpus photos, with the same
-widths and qualities and the same parallelism (N = one per CPU), R times, interleaved
-(a, b, c, d, a, b, c, d, ...) so that machine noise spreads over all of them; medians are
-reported. Peak memory is that of the whole process tree (the subprocess and its children),
-sampled every 10 ms.
+widths (imgwarm's defaults: WebP at every width, the JPEG at the fallback widths) and
+qualities and the same parallelism (N = one per CPU), R times, interleaved (a, b, c, d, a, b,
+c, d, ...) so that machine noise spreads over all of them; medians are reported. Peak memory
+is that of the whole process tree (the subprocess and its children), sampled every 10 ms.
 
     (a) imgwarm   `imgwarm optimize --json ...` (the real CLI), fresh output folders each run
     (b) floor     plain pyvips: thumbnail (shrink-on-load, autorotate) -> copy_memory ->
@@ -62,7 +62,8 @@ BAD_FILES = frozenset({  # the same kinds the tests refuse
 MIN_IMAGES = 40  # the default --repeat makes at least this many images
 
 # imgwarm's defaults, pinned on its command line (and environment) so all contenders agree.
-WIDTHS = (320, 640, 1280, 1920)
+WIDTHS = (320, 640, 810, 1024, 1290, 1920)
+FALLBACK_WIDTHS = (320, 640, 1280, 1920)  # the JPEG: at these (each the next made up)
 WEBP_QUALITY, WEBP_EFFORT = 80, 4
 JPEG_QUALITY = 82
 MAX_COORD = 10_000_000  # thumbnail's height bound: the width alone decides the size
@@ -93,6 +94,13 @@ def plan_widths(source_width: int, widths: Sequence[int] = WIDTHS) -> list[int]:
     return sorted(planned)
 
 
+def fallback_at(made: list[int], wanted: Sequence[int] = FALLBACK_WIDTHS) -> set[int]:
+    """The widths among ``made`` the JPEG is made at: for each wanted one the narrowest made at
+    least as wide, and the widest."""
+    return {made[-1], *(next(w for w in made if w >= want) for want in wanted
+                        if want <= made[-1])}
+
+
 def height_for(width: int, source_width: int, source_height: int) -> int:
     return max(1, round(source_height * width / source_width))
 
@@ -114,6 +122,7 @@ def _floor_one(src: Path, out: Path, copy_memory: bool = True) -> tuple[int, int
         str(src), widths[-1], height=MAX_COORD, size="down"
     ).copy_memory()
     webp_bytes = jpeg_bytes = 0
+    fallback = fallback_at(widths)
     for width in widths:
         height = height_for(width, full_w, full_h)
         image = master if master.width == width else master.resize(
@@ -122,13 +131,14 @@ def _floor_one(src: Path, out: Path, copy_memory: bool = True) -> tuple[int, int
         if copy_memory and image is not master:
             image = image.copy_memory()
         webp = image.webpsave_buffer(Q=WEBP_QUALITY, effort=WEBP_EFFORT, keep="none")
-        jpeg = image.jpegsave_buffer(
-            Q=JPEG_QUALITY, interlace=True, optimize_coding=True, keep="none"
-        )
         (out / f"{src.stem}-{width}.webp").write_bytes(webp)
-        (out / f"{src.stem}-{width}.jpg").write_bytes(jpeg)
         webp_bytes += len(webp)
-        jpeg_bytes += len(jpeg)
+        if width in fallback:
+            jpeg = image.jpegsave_buffer(
+                Q=JPEG_QUALITY, interlace=True, optimize_coding=True, keep="none"
+            )
+            (out / f"{src.stem}-{width}.jpg").write_bytes(jpeg)
+            jpeg_bytes += len(jpeg)
     return webp_bytes, jpeg_bytes
 
 
@@ -162,16 +172,19 @@ def _pillow_one(src: Path, out: Path) -> tuple[int, int]:
     lanczos = Image.Resampling.LANCZOS
     master = image if image.size == largest else image.resize(largest, lanczos)
     webp_bytes = jpeg_bytes = 0
+    fallback = fallback_at(widths)
     for width in widths:
         size = (width, height_for(width, full_w, full_h))
         variant = master if master.size == size else master.resize(size, lanczos)
-        webp, jpeg = io.BytesIO(), io.BytesIO()
+        webp = io.BytesIO()
         variant.save(webp, "WEBP", quality=WEBP_QUALITY, method=WEBP_EFFORT)
-        variant.save(jpeg, "JPEG", quality=JPEG_QUALITY, progressive=True, optimize=True)
         (out / f"{src.stem}-{width}.webp").write_bytes(webp.getvalue())
-        (out / f"{src.stem}-{width}.jpg").write_bytes(jpeg.getvalue())
         webp_bytes += webp.tell()
-        jpeg_bytes += jpeg.tell()
+        if width in fallback:
+            jpeg = io.BytesIO()
+            variant.save(jpeg, "JPEG", quality=JPEG_QUALITY, progressive=True, optimize=True)
+            (out / f"{src.stem}-{width}.jpg").write_bytes(jpeg.getvalue())
+            jpeg_bytes += jpeg.tell()
     return webp_bytes, jpeg_bytes
 
 
@@ -422,10 +435,12 @@ class Plan:
         return len(self.cwebp_sources if contender == "d" else self.sources)
 
     def expected(self, contender: str) -> tuple[int, int]:
-        """The number of WebP and JPEG files a complete run makes."""
-        webp = sum(len(s.widths) for s in (self.cwebp_sources if contender == "d"
-                                           else self.sources))
-        return webp, 0 if contender == "d" else webp
+        """The number of WebP and JPEG files a complete run makes (the JPEG at the fallback
+        widths; an (e) older than fallback_widths makes it at every width: see check)."""
+        if contender == "d":
+            return sum(len(s.widths) for s in self.cwebp_sources), 0
+        return (sum(len(s.widths) for s in self.sources),
+                sum(len(fallback_at(s.widths)) for s in self.sources))
 
 
 def _clean_env() -> dict[str, str]:
@@ -442,6 +457,9 @@ def command(plan: Plan, contender: str, out: Path) -> tuple[list[str], dict[str,
         if contender == "e":  # its package first on the path: same interpreter and wheels
             env["PYTHONPATH"] = str(plan.baseline)
         env["IMGWARM_WEBP_EFFORT"] = str(WEBP_EFFORT)  # not a CLI option; pin it anyway
+        # (in the environment: a baseline older than the setting ignores it, and makes the
+        # JPEG at every width)
+        env["IMGWARM_FALLBACK_WIDTHS"] = ",".join(map(str, FALLBACK_WIDTHS))
         return [
             plan.imgwarm, "optimize", "--json",
             "--origin-root", str(out / "origin"), "--manifest-root", str(out / "manifest"),
@@ -495,7 +513,9 @@ def run_one(plan: Plan, contender: str, index: int) -> Run:
         problems.append(f"exit status {returncode}")
     if ok != plan.images(contender):
         problems.append(f"{ok} of {plan.images(contender)} images ok")
-    if (webp_files, jpeg_files) != plan.expected(contender):
+    every = (plan.expected(contender)[0],) * (contender == "e")  # an older baseline's JPEGs
+    if webp_files != plan.expected(contender)[0] or \
+            jpeg_files not in (plan.expected(contender)[1], *every):
         problems.append(f"{webp_files} WebP + {jpeg_files} JPEG files, expected "
                         "{} + {}".format(*plan.expected(contender)))
     if problems:
@@ -586,7 +606,8 @@ def ratios(summaries: dict[str, Summary], runs: dict[str, list[Run]]) -> list[Ra
 def markdown(summaries: dict[str, Summary], found: list[Ratio], context: dict[str, Any]) -> str:
     lines = [
         f"{context['images']} images ({context['distinct']} photos x {context['repeat']}, "
-        f"{context['source_bytes'] / MB:.1f} MB), widths {','.join(map(str, WIDTHS))}, "
+        f"{context['source_bytes'] / MB:.1f} MB), widths {','.join(map(str, WIDTHS))} "
+        f"(JPEG at {','.join(map(str, FALLBACK_WIDTHS))}), "
         f"WebP q{WEBP_QUALITY} effort {WEBP_EFFORT} + progressive JPEG q{JPEG_QUALITY}; "
         f"{context['workers']} workers on {context['cpus']} CPUs; median of {context['runs']} "
         "interleaved runs; memory = whole process tree, sampled every "
@@ -755,6 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "config": {**context, "files": [str(f) for f in files], "widths": list(WIDTHS),
+                   "fallback_widths": list(FALLBACK_WIDTHS),
                    "webp_quality": WEBP_QUALITY, "webp_effort": WEBP_EFFORT,
                    "jpeg_quality": JPEG_QUALITY, "sample_interval_s": SAMPLE_INTERVAL,
                    "pss_every": PSS_EVERY, "versions": versions(args.cwebp),

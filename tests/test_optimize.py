@@ -33,10 +33,12 @@ def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
                    "My Bike.jpg", settings)
     assert (manifest.width, manifest.height) == (2400, 1600)
     assert manifest.description == "Bike"
-    expected = [(w, round(1600 * w / 2400)) for w in (320, 640, 1280, 1920)]
-    for fmt, ext in (("webp", "webp"), ("jpeg", "jpg")):
+    # the defaults: WebP at every width, the JPEG fallback at four (1280 taken as 1290)
+    for fmt, ext, widths in (("webp", "webp", (320, 640, 810, 1024, 1290, 1920)),
+                             ("jpeg", "jpg", (320, 640, 1290, 1920))):
         variants = [v for v in manifest.variants if v.format == fmt]
-        assert [(v.width, v.height) for v in variants] == expected
+        assert [(v.width, v.height) for v in variants] == \
+            [(w, round(1600 * w / 2400)) for w in widths]
         for variant in variants:
             path = settings.store.origin_root / variant.path
             data = path.read_bytes()

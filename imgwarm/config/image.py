@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from imgwarm.config.group import Group
+from imgwarm.config.group import ABSENT, Group
 from imgwarm.config.marks import (
     OUTPUT,
     OUTPUT_IF_AUTO,
@@ -39,21 +39,22 @@ class ImageSettings(Group):
     """Widths, formats, qualities, limits, metadata."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-    # (none yet: a default that changes lists its earlier values here, e.g. "widths")
-    EARLIER_DEFAULTS: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # A default that changed lists its earlier values: a manifest made with them stays current
+    # (config/settings.py, Settings.digests). 0.3.0: four widths, the JPEG at each.
+    EARLIER_DEFAULTS: ClassVar[dict[str, tuple[Any, ...]]] = {
+        "widths": ([320, 640, 1280, 1920],), "fallback_widths": (ABSENT,)}
 
     widths: list[int] = Field(
-        [320, 640, 1280, 1920], json_schema_extra=OUTPUT,
+        [320, 640, 810, 1024, 1290, 1920], json_schema_extra=OUTPUT,
         description="Variant widths in pixels (comma-separated); each 1..16383. "
         "Widths below the source's are made, plus the source width capped at the largest. "
         "With width_step_bytes, only the smallest and the largest are used: the bounds.")
     fallback_widths: list[int] = Field(
-        [], json_schema_extra=OUTPUT_IF_FALLBACK,
+        [320, 640, 1280, 1920], json_schema_extra=OUTPUT_IF_FALLBACK,
         description="Widths the JPEG fallback is made at, beside other formats (comma-"
         "separated; each taken as the narrowest width made at least as wide, plus the widest "
         "made): the browsers that take no WebP or AVIF are few, and a phone never fetches the "
-        "fallback, so it need not follow every width (e.g. 320,640,1280,1920 beside a "
-        "denser ladder). Empty: at every width.")
+        "fallback, so it need not follow every width. Empty: at every width.")
     remake_earlier_defaults: bool = Field(
         False, description="Make a source again when its manifest was made with an earlier "
         "version's default of a setting that is now at its (new) default. False: such a "
@@ -173,8 +174,8 @@ class ImageSettings(Group):
                           self.jxl_quality)
 
     def thins_fallback(self) -> bool:
-        """Is the JPEG fallback made at fewer widths (fallback_widths then changes outputs)?"""
-        return bool(self.fallback_widths)
+        """Is the JPEG a fallback made at fewer widths (fallback_widths then changes outputs)?"""
+        return bool(self.fallback_widths) and len(self.formats) > 1
 
     def makes_jxl(self) -> bool:
         """Is JPEG XL among the formats (its settings then change outputs)?"""

@@ -13,7 +13,8 @@ from imgwarm.exceptions import SettingsError
 
 def test_defaults(settings: Settings) -> None:
     plain = load_settings()
-    assert plain.image.widths == [320, 640, 1280, 1920]
+    assert plain.image.widths == [320, 640, 810, 1024, 1290, 1920]
+    assert plain.image.fallback_widths == [320, 640, 1280, 1920]
     assert plain.image.formats == ["webp", "jpeg"]
     image = plain.image
     assert (image.webp_quality, image.webp_effort, image.jpeg_quality) == (80, 4, 82)
@@ -77,11 +78,12 @@ def test_a_bad_value_is_one_line_naming_the_setting_its_variable_and_what_is_all
 
 def test_digests_do_not_change_for_the_same_values_in_another_form() -> None:
     plain = load_settings()
-    # pinned: every manifest made before is reused as it is (sizes typed, source formats added)
-    assert plain.digest("output") == "17035c475bf72dd2"
-    # pinned since issue 25 added source_formats: the refusals recorded before (a WebP, AVIF,
-    # TIFF or GIF upload) are tried again, once; every later one is given again
-    assert plain.digest("output", "refusal") == "29a4ac063a46aebe"
+    # pinned since issue 42 changed the widths; 0.3.0's (and every version's since sizes were
+    # typed) is still current: every manifest made before is reused as it is
+    assert plain.digest("output") == "99f9f1c71566e06c"
+    assert "17035c475bf72dd2" in plain.digests("output")
+    # the refusals recorded before (with other widths) are tried again, once
+    assert plain.digest("output", "refusal") == "241cab8f26bcb4f9"
     for given in ({"max_bytes": "64M"}, {"max_bytes": 64 << 20}, {"max_memory": "1G"},
                   {"max_memory": "1024M"}, {"hot_half_life": "240m"}, {"gc_grace": "168h"},
                   {"ram_budget": "80%"}, {"visibility_timeout": "600"}):

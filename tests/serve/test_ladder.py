@@ -1,7 +1,8 @@
 """What Chromium takes from a width ladder by bytes (issue 27): at every viewport width from
 320 to 1920 CSS px, at DPR 1, 1.75, 2 and 3, the file its srcset choice gets has at most 1.5x
 the pixels its slot needs, on corpus photos; the fixed ladder (320/640/1280/1920), in the
-same pages, does not keep to that (so the measure can fail)."""
+same pages, does not keep to that (so the measure can fail). And the default ladder
+(issue 42) on phones: at most 1.6x the pixels, where 0.3.0's took over 3x."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser, pytest.mark.slow]
 PHOTOS = ["42_IndexError.jpg", "HMD_Nokia_8.3_5G.jpg"]  # 4032x3024 and 4608x3456, unlike
 VIEWPORTS = range(320, 1921, 80)
 DPRS = (1, 1.75, 2, 3)
-OLD_WIDTHS = [320, 640, 1280, 1920]  # the default (0.3.0's)
+OLD_WIDTHS = [320, 640, 1280, 1920]  # 0.3.0's default
+PHONES = range(320, 431, 22)  # CSS px wide (Android's 360-412 dp, the iPhones' 375-430)
+PHONE_DPRS = (1.75, 2, 2.625, 3)
+PHONE_SLACK = 1.6  # issue 42's bound on the defaults' worst over-fetch on a phone
 STYLE = "body { margin: 0 } img { display: block; width: 100%; height: auto }"
 
 
@@ -77,3 +81,17 @@ def test_srcset_choice_within_the_pixel_slack(browser: Any, settings: Settings,
     assert all(1 <= w <= PIXEL_SLACK for w in ladders), ladders
     assert all(w > 2 for w in fixed_worst), fixed_worst  # e.g. 1280 px for a 660-px slot: 3.8x
 
+
+
+def test_the_default_ladder_on_phones(browser: Any, settings: Settings, tmp_path: Path) -> None:
+    """With the default widths (no setting), no phone takes a file of over 1.6x the pixels its
+    100vw slot needs; with 0.3.0's, a phone does (so the measure can fail)."""
+    old = settings.updated(widths=OLD_WIDTHS, fallback_widths="")
+    made: list[Manifest] = []
+    for name in PHOTOS:
+        data = (REPO / "tests" / "corpus" / name).read_bytes()
+        made += [run(data, f"defaults/{name}", settings), run(data, f"old/{name}", old)]
+    worst = worst_taken(browser, settings, made, tmp_path, PHONES, PHONE_DPRS)
+    defaults, before = worst[0::2], worst[1::2]
+    assert all(1 <= w <= PHONE_SLACK for w in defaults), defaults
+    assert all(w > 3 for w in before), before  # 1280 px for a 665-px slot (412 x 1.75): 3.7x
