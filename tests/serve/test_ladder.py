@@ -68,29 +68,28 @@ def worst_taken(browser: Any, settings: Settings, made: list[Manifest], tmp_path
     return worst
 
 
-def test_srcset_choice_within_the_pixel_slack(browser: Any, settings: Settings,
-                                              tmp_path: Path) -> None:
-    ladder = settings.updated(width_step_bytes="20K")
-    fixed = settings.updated(widths=OLD_WIDTHS)
+def both(first: Settings, second: Settings) -> list[Manifest]:
+    """Each photo made with ``first`` and with ``second``, alternately."""
     made: list[Manifest] = []
     for name in PHOTOS:
         data = (REPO / "tests" / "corpus" / name).read_bytes()
-        made += [run(data, f"ladder/{name}", ladder), run(data, f"fixed/{name}", fixed)]
+        made += [run(data, f"first/{name}", first), run(data, f"second/{name}", second)]
+    return made
+
+
+def test_srcset_choice_within_the_pixel_slack(browser: Any, settings: Settings,
+                                              tmp_path: Path) -> None:
+    made = both(settings.updated(width_step_bytes="20K"), settings.updated(widths=OLD_WIDTHS))
     worst = worst_taken(browser, settings, made, tmp_path, VIEWPORTS, DPRS)
     ladders, fixed_worst = worst[0::2], worst[1::2]
     assert all(1 <= w <= PIXEL_SLACK for w in ladders), ladders
     assert all(w > 2 for w in fixed_worst), fixed_worst  # e.g. 1280 px for a 660-px slot: 3.8x
 
 
-
 def test_the_default_ladder_on_phones(browser: Any, settings: Settings, tmp_path: Path) -> None:
     """With the default widths (no setting), no phone takes a file of over 1.6x the pixels its
     100vw slot needs; with 0.3.0's, a phone does (so the measure can fail)."""
-    old = settings.updated(widths=OLD_WIDTHS, fallback_widths="")
-    made: list[Manifest] = []
-    for name in PHOTOS:
-        data = (REPO / "tests" / "corpus" / name).read_bytes()
-        made += [run(data, f"defaults/{name}", settings), run(data, f"old/{name}", old)]
+    made = both(settings, settings.updated(widths=OLD_WIDTHS, fallback_widths=""))
     worst = worst_taken(browser, settings, made, tmp_path, PHONES, PHONE_DPRS)
     defaults, before = worst[0::2], worst[1::2]
     assert all(1 <= w <= PHONE_SLACK for w in defaults), defaults
