@@ -60,6 +60,7 @@ echo "Take a photo down everywhere: .venv/bin/imgwarm delete <source file>  (the
 echo "    on each cache server removes it from the tiers: nginx answers 404)"
 echo "Each file just good enough (SSIMULACRA2 75, slower): .venv/bin/imgwarm optimize FOLDER \\"
 echo "    --webp-quality auto --jpeg-quality auto --report-quality"
-echo "Widths cut to each screen (a phone fetches 0.7x the bytes; 2.4x the time, 2.5x the storage):"
+echo "Widths cut to every screen, laptops too (at most 1.5x the pixels a slot needs; against the"
+echo "    default widths about 1.9x the time and 2.2x the storage):"
 echo "    .venv/bin/imgwarm optimize FOLDER --width-step-bytes 20K"
 exit $status
