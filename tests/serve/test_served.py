@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import uuid
@@ -23,9 +22,8 @@ from imgwarm.config import Settings, load_settings
 from imgwarm.pipeline.optimize import optimize_file
 from imgwarm.samples import jpeg_with_exif, photo
 from imgwarm.store import Stores
-from tests.support.gallery import listening
+from tests.support.gallery import serving
 from tests.support.nginx import nginx
-from tests.support.servers import free_port, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -83,18 +81,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     written = subprocess.run([str(IMGWARM), "gallery", "--out", str(gallery)], env=env,
                              capture_output=True, text=True, check=False)
     assert written.returncode == 0, written.stderr
-    port = free_port()
-    server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(gallery), "--port",
-                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: listening(port) or server.poll() is not None, "imgwarm serve")
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        yield Served(port, settings, gallery, variants)
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=20) == 0
+        with serving(env, gallery) as port:
+            yield Served(port, settings, gallery, variants)
     finally:
-        if server.poll() is None:
-            server.kill()
         shutil.rmtree(ram, ignore_errors=True)
 
 

@@ -36,6 +36,24 @@ def listening(port: int) -> bool:
 
 
 @contextmanager
+def serving(env: dict[str, str], www: Path) -> Iterator[int]:
+    """`imgwarm serve` of the gallery folder ``www``: its port. Stopped with Ctrl-C as a
+    user stops it."""
+    port = free_port()
+    server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(www), "--port",
+                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: listening(port) or server.poll() is not None, "imgwarm serve")
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        yield port
+        server.send_signal(signal.SIGINT)  # Ctrl-C
+        assert server.wait(timeout=20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
+@contextmanager
 def served_gallery(settings: Settings, manifests: list[Manifest], www: Path) -> Iterator[str]:
     """The gallery of ``manifests`` written to ``www`` and served: its URL. Stopped with
     Ctrl-C as a user stops it, which must stop nginx too."""
@@ -44,16 +62,6 @@ def served_gallery(settings: Settings, manifests: list[Manifest], www: Path) -> 
                               "--out", str(www)], env=env, capture_output=True, text=True,
                              check=False)
     assert written.returncode == 0, written.stderr
-    port = free_port()
-    server = subprocess.Popen([str(IMGWARM), "serve", "--gallery", str(www), "--port",
-                               str(port)], env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: listening(port) or server.poll() is not None, "imgwarm serve")
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+    with serving(env, www) as port:
         yield f"http://127.0.0.1:{port}/"
-        server.send_signal(signal.SIGINT)  # Ctrl-C
-        assert server.wait(timeout=20) == 0
-        assert not listening(port)  # nginx stopped with it: workers hold the socket too
-    finally:
-        if server.poll() is None:
-            server.kill()
+    assert not listening(port)  # nginx stopped with it: workers hold the socket too
