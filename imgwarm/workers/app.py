@@ -30,6 +30,9 @@ def make_app(settings: QueueSettings, role: Role = "client") -> Celery:
         "visibility_timeout": int(settings.visibility_timeout),
         "unacked_restore_interval": max(1, min(10, int(settings.visibility_timeout) // 4)),
         "unacked_restore_throttle": 1,
+        # The sweep that hands those jobs out holds a Redis lock; a worker killed inside it
+        # leaves the lock for this long (kombu's 5 minutes would stall every lost job).
+        "unacked_mutex_expire": max(5, min(60, int(settings.visibility_timeout) // 2)),
     }
     app.conf.update(
         task_serializer="json",

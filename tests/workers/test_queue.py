@@ -221,6 +221,31 @@ def test_killed_worker_jobs_all_complete_exactly_once(origin: str,
     assert sum(queue.made(job.id) for job in jobs) >= len(jobs) - 2  # 2 were in hand
 
 
+def test_a_worker_killed_inside_the_restore_sweep_delays_lost_jobs_briefly(
+        local_queue: Queue) -> None:
+    """Race (seen on CI): a worker SIGKILLed while its sweep held kombu's restore lock left
+    the lock for kombu's default 5 minutes, and the jobs it held waited that long. Here the
+    worker dies mid-job and its lock is left as the sweep leaves it (same key, the expiry the
+    app gives it); the job must still be handed out and end well within those 5 minutes."""
+    from imgwarm.workers.app import make_app
+
+    biggest = max(GOOD, key=lambda c: c.path.stat().st_size)
+    local_queue.put("up/held.jpg", biggest.path.read_bytes())
+    first = local_queue.worker("--concurrency", "1")
+    (job,) = enqueue_all(["up/held.jpg"], local_queue.settings())
+    starts = redis.Redis.from_url(local_queue.values["broker_url"])
+    wait_for(lambda: starts.get(starts_key(job.id)), "the job to start")
+    first.kill()
+    transport = make_app(local_queue.settings().queue, "worker").conf.broker_transport_options
+    expire = transport["unacked_mutex_expire"]
+    assert starts.set("unacked_mutex", "the dead worker's token", nx=True, ex=expire)
+    local_queue.worker("--concurrency", "1")
+    result = job.wait(timeout=120)  # kombu's default expiry (300 s) would run this out
+    assert result.error is None and result.manifest is not None
+    assert local_queue.received("up/held.jpg") == 2
+    assert {v.width for v in result.manifest.variants} <= {320, 640, 810, 1024, 1290, 1920}
+
+
 def test_a_job_that_keeps_killing_its_worker_process_fails_for_good(local_queue: Queue) -> None:
     """A pool process killed mid-job puts the job back (task_reject_on_worker_lost); after
     task_max_lost such deaths the job fails for good, with the reason, instead of looping."""
