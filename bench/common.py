@@ -51,6 +51,14 @@ def env_for(settings: Settings) -> dict[str, str]:
     return {**os.environ, **Site(settings, Path(), Path()).env()}
 
 
+def save_results(name: str, data: Any) -> Path:
+    """Write a bench's raw figures to bench/results/NAME.json (for the docs' tables)."""
+    out = HERE / "results" / f"{name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1))
+    return out
+
+
 def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
