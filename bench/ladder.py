@@ -1,7 +1,8 @@
 """Benchmark width ladders (and formats) against the 0.3.0 defaults (widths 320/640/1280/1920,
 WebP + JPEG), on the corpus's camera photos and the Kodak images, in one process, one worker:
 
-- time: the whole optimize of every photo, every candidate interleaved (median of runs), wall
+- time: the whole optimize of every photo, the candidates interleaved source by source; the
+  median over the runs of each run's ratio to 0.3.0's, wall
   and CPU seconds (the process's, every thread);
 - bytes stored: every variant's bytes, over the baseline's;
 - bytes fetched: for viewports 320..1920 CSS px (every 40) at DPR 1, 1.75, 2 and 3 with the
@@ -54,11 +55,13 @@ COMMON_PHONES = [(360, 2), (360, 3), (375, 2), (375, 3), (384, 2.8125), (390, 3)
 # 0.3.0's defaults, the baseline: four widths, every format at each
 OLD = {"widths": [320, 640, 1280, 1920], "fallback_widths": []}
 # each with the JPEG at the default fallback widths, and also at every width (fallback_widths
-# empty: "/all-jpeg"). The defaults since 0.4.0: 320, 640, 810, 1024, 1290, 1920, 1.26
-# apart over the phones' 560..1290 device px (the fewest that keep a phone within 1.6x the
-# pixels it needs), the JPEG at 320, 640, 1280 (so 1290), 1920.
+# empty: "/all-jpeg"). The defaults since 0.4.0: 320, 680, 860, 1080, 1290, 1920, 1.26
+# apart over the phones' 560..1290 device px from 680 (the fewest that keep a phone within
+# 1.6x the pixels it needs, with the 412 x 1.75 phone's 665-px grid slot in the 680 file),
+# the JPEG at 320, 640 (so 680), 1280 (so 1290), 1920.
 LADDERS = {
-    "phones-4/1296": [320, 640, 810, 1024, 1296, 1920],  # 1.26 apart from 640 on
+    "phones-4": [320, 640, 810, 1024, 1290, 1920],  # 1.26 apart from 640 on (tried first)
+    "phones-4/1296": [320, 640, 810, 1024, 1296, 1920],
     "phones-5": [320, 640, 750, 900, 1080, 1290, 1920],  # at the common phones' widths
     "geometric": [320, 400, 506, 640, 810, 1024, 1296, 1640, 1920],  # 1.26 apart throughout
     "next-image": [320, 640, 750, 828, 1080, 1200, 1920],  # next/image's deviceSizes to 1920
@@ -67,6 +70,7 @@ CANDIDATES: dict[str, dict[str, Any]] = {
     "0.3.0": OLD,
     "defaults": {},
     "defaults/all-jpeg": {"fallback_widths": []},
+    "defaults/jpeg-4": {"fallback_widths": [320, 640, 1280, 1920]},  # the JPEG at 1290 too
     "bytes-20K": {"width_step_bytes": "20K", "fallback_widths": []},  # issue 27's
     "bytes-30K/7": {"width_step_bytes": "30K", "max_widths": 7},  # fewer, cheaper steps
     **{name: {"widths": widths} for name, widths in LADDERS.items()},
@@ -77,16 +81,29 @@ CANDIDATES: dict[str, dict[str, Any]] = {
 }
 
 
-def make_all(settings: Settings, work: Path,
-             sources: list[Path]) -> tuple[float, float, list[Manifest]]:
-    """Wall and CPU seconds (every thread of this process: libvips' too) to make ``sources``."""
-    shutil.rmtree(work, ignore_errors=True)
-    here = settings.updated(origin_root=work / "origin", manifest_root=work / "manifest",
-                            fsync=False, workers=1)
-    stores = Stores.local(here.store)
-    started, cpu = time.perf_counter(), time.process_time()
-    made = [optimize_file(s, settings=here, stores=stores).manifest for s in sources]
-    return time.perf_counter() - started, time.process_time() - cpu, made
+def one_run(chosen: dict[str, Settings], work: Path, sources: list[Path]
+            ) -> dict[str, tuple[float, float, list[Manifest]]]:
+    """Every candidate makes every source, each into its own fresh stores: wall and CPU
+    seconds (every thread of this process: libvips' too) summed over the sources, and the
+    manifests. Interleaved by source, the candidates' order turning each time, so that a
+    machine that slows for a minute slows every candidate alike."""
+    stores: dict[str, tuple[Settings, Stores]] = {}
+    for name, settings in chosen.items():
+        shutil.rmtree(work / name, ignore_errors=True)
+        here = settings.updated(origin_root=work / name / "origin",
+                                manifest_root=work / name / "manifest", fsync=False, workers=1)
+        stores[name] = (here, Stores.local(here.store))
+    took = {name: [0.0, 0.0] for name in chosen}
+    made: dict[str, list[Manifest]] = {name: [] for name in chosen}
+    names = list(chosen)
+    for turn, source in enumerate(sources):
+        for name in names[turn % len(names):] + names[:turn % len(names)]:
+            here, store = stores[name]
+            started, cpu = time.perf_counter(), time.process_time()
+            made[name].append(optimize_file(source, settings=here, stores=store).manifest)
+            took[name][0] += time.perf_counter() - started
+            took[name][1] += time.process_time() - cpu
+    return {name: (wall, cpu, made[name]) for name, (wall, cpu) in took.items()}
 
 
 def fetched(manifest: Manifest, grid: tuple[range, tuple[float, ...]]) -> tuple[int, float]:
@@ -148,20 +165,24 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-ladder-", dir="/var/tmp"))
     try:
         for _ in range(args.runs):
-            for name in names:
-                took, cpu, made[name] = make_all(chosen[name], work / name, sources)
+            for name, (took, cpu, made[name]) in one_run(chosen, work, sources).items():
                 times[name].append(took)
                 cpus[name].append(cpu)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     t_base = statistics.median(times["0.3.0"])
-    cpu_base = statistics.median(cpus["0.3.0"])
+
+    def ratio(measured: dict[str, list[float]], name: str) -> float:
+        """The median over the runs of each run's ratio to 0.3.0's in that same run."""
+        return statistics.median(a / b for a, b in zip(measured[name], measured["0.3.0"],
+                                                       strict=True))
+
     rows = {name: {**figures(made[name], made["0.3.0"]),
-                   "time": statistics.median(times[name]) / t_base,
-                   "cpu": statistics.median(cpus[name]) / cpu_base,
+                   "time": ratio(times, name), "cpu": ratio(cpus, name),
                    "settings": CANDIDATES[name]} for name in names}
     lines = [f"Ladders against 0.3.0's defaults (320/640/1280/1920, WebP + JPEG), {len(sources)} "
-             f"photos, one worker; time: median of {args.runs} interleaved runs "
+             f"photos, one worker; time: median over {args.runs} runs of the ratio in each, "
+             "interleaved by source "
              f"(0.3.0: {t_base:.2f} s)", "",
              "| ladder | widths (most) | phone bytes | worst over-fetch, phones | all viewports "
              "| bytes fetched, all | optimize time | CPU time | bytes stored |",

@@ -87,7 +87,7 @@ SETUPS: dict[str, dict[str, str]] = {
     "defaults": {},
     "0.3.0": {"IMGWARM_WIDTHS": "320,640,1280,1920", "IMGWARM_FALLBACK_WIDTHS": ""},
     "bytes-20K": {"IMGWARM_WIDTH_STEP_BYTES": "20K"},
-    "phones-4": {"IMGWARM_WIDTHS": "320,640,810,1024,1296,1920"},  # bench/ladder.py's
+    "phones-4": {"IMGWARM_WIDTHS": "320,640,810,1024,1290,1920"},  # bench/ladder.py's
 }
 
 

@@ -62,8 +62,8 @@ BAD_FILES = frozenset({  # the same kinds the tests refuse
 MIN_IMAGES = 40  # the default --repeat makes at least this many images
 
 # imgwarm's defaults, pinned on its command line (and environment) so all contenders agree.
-WIDTHS = (320, 640, 810, 1024, 1290, 1920)
-FALLBACK_WIDTHS = (320, 640, 1280, 1920)  # the JPEG: at these (each the next made up)
+WIDTHS = (320, 680, 860, 1080, 1290, 1920)
+FALLBACK_WIDTHS = (320, 640, 1920)  # the JPEG: at these (each the next made up)
 WEBP_QUALITY, WEBP_EFFORT = 80, 4
 JPEG_QUALITY = 82
 MAX_COORD = 10_000_000  # thumbnail's height bound: the width alone decides the size

@@ -33,9 +33,9 @@ def test_variants_sizes_names_and_manifest(settings: Settings) -> None:
                    "My Bike.jpg", settings)
     assert (manifest.width, manifest.height) == (2400, 1600)
     assert manifest.description == "Bike"
-    # the defaults: WebP at every width, the JPEG fallback at four (1280 taken as 1290)
-    for fmt, ext, widths in (("webp", "webp", (320, 640, 810, 1024, 1290, 1920)),
-                             ("jpeg", "jpg", (320, 640, 1290, 1920))):
+    # the defaults: WebP at every width, the JPEG fallback at three (640 taken as 680)
+    for fmt, ext, widths in (("webp", "webp", (320, 680, 860, 1080, 1290, 1920)),
+                             ("jpeg", "jpg", (320, 680, 1920))):
         variants = [v for v in manifest.variants if v.format == fmt]
         assert [(v.width, v.height) for v in variants] == \
             [(w, round(1600 * w / 2400)) for w in widths]

