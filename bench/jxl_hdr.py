@@ -96,7 +96,10 @@ def ultra_hdr(source: Path, width: int, work: Path) -> tuple[bytes, float]:
     manifest = optimize_file(source, settings=settings,
                              stores=Stores.local(settings.store)).manifest
     took = time.perf_counter() - started
-    (variant,) = [v for v in manifest.variants if v.width == width]
+    found = [v for v in manifest.variants if v.width == width]
+    if len(found) != 1:
+        raise SystemExit(f"{source}: no {width}-px variant (is it narrower? give --width)")
+    (variant,) = found
     return (work / "origin" / variant.path).read_bytes(), took
 
 
@@ -110,10 +113,17 @@ def main() -> None:
     for tool in ("cjxl", "djxl"):
         if not shutil.which(tool):
             raise SystemExit(f"{tool} not found: apt-get install libjxl-tools")
+    try:
+        header = pyvips.Image.uhdrload(str(args.source))
+    except pyvips.Error as error:
+        said = str(error).strip().splitlines()[-1].strip()  # libvips' own reason
+        raise SystemExit(f"{args.source}: not an Ultra HDR JPEG ({said})") from None
+    if not header.get_typeof("gainmap-data"):
+        raise SystemExit(f"{args.source}: not an Ultra HDR JPEG (no gain map)")
     work = Path(tempfile.mkdtemp(prefix="imgwarm-bench-jxl-hdr-"))
     try:
         jpeg, jpeg_time = ultra_hdr(args.source, args.width, work)
-        reference_image = pyvips.Image.new_from_file(str(args.source)).uhdr2scRGB()
+        reference_image = header.uhdr2scRGB()
         scale = args.width / reference_image.width
         reference = array(reference_image.resize(scale, kernel="lanczos3"))
         reference = numpy.clip(reference, 0, None)

@@ -58,7 +58,7 @@ OLD = {"widths": [320, 640, 1280, 1920], "fallback_widths": []}
 # empty: "/all-jpeg"). The defaults since 0.4.0: 320, 680, 860, 1080, 1290, 1920, 1.26
 # apart over the phones' 560..1290 device px from 680 (the fewest that keep a phone within
 # 1.6x the pixels it needs, with the 412 x 1.75 phone's 665-px grid slot in the 680 file),
-# the JPEG at 320, 640 (so 680), 1280 (so 1290), 1920.
+# the JPEG at 320, 640 (so 680) and 1920.
 LADDERS = {
     "phones-4": [320, 640, 810, 1024, 1290, 1920],  # 1.26 apart from 640 on (tried first)
     "phones-4/1296": [320, 640, 810, 1024, 1296, 1920],
