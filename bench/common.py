@@ -89,7 +89,7 @@ def index_references(db: Any, refs: list[tuple[str, str]]) -> None:
     """(source key, variant path) pairs written straight into a warm index (index schema 2:
     a source's key once in ``sources``, its references by its id), then the tiers' tallies
     counted, as the rows were made directly and not marked."""
-    from imgwarm.cache.schema import tallies
+    from imgwarm.cache.index.schema import tallies
 
     db.executemany("INSERT OR IGNORE INTO sources (key) VALUES (?)", [(key,) for key, _ in refs])
     db.executemany("INSERT INTO refs SELECT id, ? FROM sources WHERE key = ?",

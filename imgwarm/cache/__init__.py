@@ -2,16 +2,15 @@
 variant on NVMe, placed by real traffic, in time with what changed.
 
     tiers.py      the RAM and NVMe tiers: Stores with the origin's layout, an identity each
-    policy.py     how warm fills each tier (budget, widest variant, pages): the one place
-                  the tiers differ
+    policy.py     the tiers' names and roles, and how warm fills each (budget, widest
+                  variant, pages): the one place the tiers differ
     identity.py   what warm wrote: a tier file's identity, to trust it later
     logformat.py  nginx log_format strings, compiled to read lines fast
     logs.py       access logs read incrementally: rotation, gzip, copytruncate
     placeable.py  which requested paths can count as a variant's hotness
     rank.py       scores that decay, the prior of new uploads, density, the choice
-    index.py      what is placed, in SQLite (every statement on it, with the next two)
-    scores.py     the index's scores and meta values (a part of Index)
-    schema.py     the index's schema version (PRAGMA user_version) and its migrations
+    index/        what is placed, in SQLite: every statement on it, one concept a module
+                  (schema and migrations, sources, scores, the planner, tier states)
     copier.py     files copied into the tiers, many at once
     lock.py       one run at a time on a server's tiers
     run.py        the state of one warm run

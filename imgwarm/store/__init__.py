@@ -4,6 +4,7 @@ the manifest store. Moves and keeps files; never decodes an image (no pyvips her
 
     base.py       the Store protocol every implementation passes (tests/store/test_contract.py)
     local.py      a local folder, written atomically (O_TMPFILE, or a hidden temp + rename)
+    fdio.py       its raw descriptor I/O: whole reads and writes, /proc/self/fd, the umask
     s3.py         any S3 endpoint through boto3
     layout.py     shard folders from the hash in a name; keys that cannot leave their root
     manifests.py  one record per source key, in any Store

@@ -21,6 +21,10 @@ from pathlib import Path, PurePosixPath
 from imgwarm.exceptions import LayoutError, ObjectTooLarge, StorageError, TransientStorageError
 from imgwarm.roots import missing_folders
 from imgwarm.store.base import Key
+from imgwarm.store.fdio import UMASK as _UMASK
+from imgwarm.store.fdio import proc_fds as _proc_fds
+from imgwarm.store.fdio import read_all as _read_all
+from imgwarm.store.fdio import write_all as _write_all
 from imgwarm.store.layout import join_under, safe_relative
 
 TEMP_PREFIX = ".tmp-"  # hidden: nginx is told never to serve dot files
@@ -32,59 +36,9 @@ FOLDER_MODE = 0o755
 WALK_THREADS = 4  # measured cold and warm: more spend longer on the interpreter lock
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for a moment, in every
-    thread); when unknown, assume the strictest so that permissions are always set."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o777
-
-
-_UMASK = _umask()  # a file made 0o644 comes out 0o644 unless the umask takes bits away
-
-
 def _unlistable(error: OSError) -> None:
     """A folder that cannot be read fails the listing: its files must not pass for gone."""
     raise StorageError(f"cannot list {error.filename}: {error.strerror}")
-
-
-_PROC_FDS: list[int] = []  # this process's /proc/self/fd folder, once opened
-
-
-def _proc_fds() -> int:
-    if not _PROC_FDS:
-        _PROC_FDS.append(os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
-    return _PROC_FDS[0]
-
-
-def _forget_proc_fds() -> None:
-    """In a forked child: the parent's folder lists the parent's descriptors, not ours."""
-    if _PROC_FDS:
-        with contextlib.suppress(OSError):
-            os.close(_PROC_FDS.pop())
-
-
-os.register_at_fork(after_in_child=_forget_proc_fds)
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    """A file's bytes by read(2) (a buffered reader would also ask isatty and lseek); it may
-    have grown since fstat gave ``size``."""
-    parts = []
-    while chunk := os.read(fd, max(size, 1 << 16) + 1):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def make_folders(folder: Path) -> None:

@@ -137,7 +137,7 @@ def test_widths_within_half_an_octave_share_a_class() -> None:
 def test_the_index_computes_rank_s_width_class_and_estimate(tmp_path: Path) -> None:
     """The index's SQL versions of width_class and estimate (a Python function called for
     every row of a re-rank would cost more than the re-rank) agree with rank.py's."""
-    from imgwarm.cache.scores import _estimate, _width_class
+    from imgwarm.cache.index.scores import _estimate, _width_class
 
     index = Index(tmp_path / "index.sqlite")
     widths = list(range(1, 20_001))

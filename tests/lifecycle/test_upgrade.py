@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from imgwarm.cache.schema import INDEX_SCHEMA
+from imgwarm.cache.index.schema import INDEX_SCHEMA
 from imgwarm.config import Settings
 from imgwarm.manifest import Manifest
 from imgwarm.pipeline.naming import file_name

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from imgwarm.cache.index import Index
+from imgwarm.cache.index.schema import INDEX_SCHEMA, MIGRATIONS
 from imgwarm.cache.lock import INDEX
-from imgwarm.cache.schema import INDEX_SCHEMA, MIGRATIONS
 from imgwarm.exceptions import FormatTooNew
 from imgwarm.manifest import Variant
 from imgwarm.store.format import imgwarm_version
@@ -70,7 +70,7 @@ def test_an_older_index_is_migrated_in_place_with_its_rows(tmp_path: Path, ddl: 
     rows = index.states([v[0] for v in OLD_VARIANTS])
     for path_, _, _, size, refs, *_, ram, nvme in OLD_VARIANTS:
         assert rows[path_].bytes == size and rows[path_].refs == refs
-        assert (rows[path_].ram, rows[path_].nvme) == (ram, nvme)
+        assert rows[path_].states == (ram, nvme)  # (RAM, then NVMe: the tiers' order)
     assert index.meta("clock") == [1700000000.0, 1.0]
     assert index.source_keys() == {"uploads/photo.jpg"}
     index.close(keep=True)

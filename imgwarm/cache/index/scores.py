@@ -1,16 +1,15 @@
 """The index's scores: request weights added to variants, the densities rank.py estimates,
 re-ranked by source and by the site's width shares, in SQL (a Python function called for
-every row of a large update costs more than the update); and the index's meta values (the
-decay's clock, the shares, each tier's cut) they and the planning keep. A part of ``Index``
-(index.py), on its connection."""
+every row of a large update costs more than the update). A part of ``Index`` (core.py), on
+its connection."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections.abc import Iterable
-from typing import Any
 
+from imgwarm.cache.index.meta import Part
+from imgwarm.cache.index.rows import IN_CHUNK
+from imgwarm.cache.index.schema import tallies
 from imgwarm.cache.rank import (
     AGE_FLOOR,
     PAGE,
@@ -21,28 +20,12 @@ from imgwarm.cache.rank import (
     class_weights,
     measure_shares,
 )
-from imgwarm.cache.schema import tallies
-
-IN_CHUNK = 500  # keys a query names (SQLite allows 32,766 parameters: far from it)
 
 
-class Scores:
-    """The scoring half of ``Index``: ``db`` is its connection, ``weights`` the site's shares
-    as last measured."""
+class Scores(Part):
+    """The scoring part of ``Index``: ``weights`` are the site's shares as last measured."""
 
-    db: sqlite3.Connection
     weights: dict[tuple[str, int], float]
-
-    # --- meta --------------------------------------------------------------------------------
-
-    def meta(self, name: str, default: Any = None) -> Any:
-        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return json.loads(row[0]) if row else default
-
-    def remember(self, name: str, value: Any) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, json.dumps(value)))
-
-    # --- scores -------------------------------------------------------------------------------
 
     def add_scores(self, weights: dict[str, float]) -> int:
         """Add request weights to the variants at these paths; returns how many were ours.
