@@ -58,7 +58,7 @@ def populate(settings: Settings, variants: int, seed: int = 0) -> int:
         for _ in range(PER_SOURCE):
             data = rnd.randbytes(rnd.randrange(5000, 20000))
             name = file_name(f"ad-{number}", hashlib.sha256(data).hexdigest(), "webp", 16)
-            path = stores.place(name)
+            path = stores.path_of(name)
             stores.origin.write(path, data)
             made.append(Variant(format="webp", width=320, height=213, bytes=len(data),
                                 path=str(path)))

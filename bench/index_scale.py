@@ -153,7 +153,7 @@ def fill(settings: Settings, sources: int) -> list[str]:
     index.db.executemany("INSERT INTO variants (path, format, width, bytes, refs, score, "
                          "density, nvme) VALUES (?, ?, ?, ?, 1, ?, ?, 'placed')", rows)
     index_references(index.db, refs)
-    index.note_written("nvme", {p: Identity(1, i, 0, 1) for i, (p, *_) in enumerate(rows)})
+    index.note_identities("nvme", {p: Identity(1, i, 0, 1) for i, (p, *_) in enumerate(rows)})
     budget = settings.cache.ram_budget
     assert budget is not None
     hot, _ = index.plan("ram", budget.of(tiers.ram.space()[0]), max_width=640, page=4096)
@@ -163,7 +163,7 @@ def fill(settings: Settings, sources: int) -> list[str]:
         target.write_bytes(bytes(size))
     index.mark("ram", hot, "placed")
     for tier in tiers:
-        index.remember(f"tier:{tier.name}", tier.claim())
+        index.remember(f"tier:{tier.name}", tier.new_identity())
     index.remember("changes", journal.now())
     index.close(keep=True)
     return list(hot)
@@ -179,7 +179,7 @@ def upload(settings: Settings, count: int, seed: int) -> list[Manifest]:
         for width in (320, 640):
             data = random.Random(seed * 1000 + s * 10 + width).randbytes(2000)
             name = file_name(f"new-{seed}-{s}", hashlib.sha256(data).hexdigest(), "webp", 16)
-            path = stores.place(name)
+            path = stores.path_of(name)
             stores.origin.write(path, data)
             variants.append(Variant(format="webp", width=width, height=width * 2 // 3,
                                     bytes=len(data), path=str(path)))

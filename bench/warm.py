@@ -174,7 +174,7 @@ def _scale_state(work: Path, ram: Path, count: int) -> Settings:
                          "prior, density, nvme) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     index_references(index.db, refs)
     for tier in tiers:
-        index.remember(f"tier:{tier.name}", tier.claim())
+        index.remember(f"tier:{tier.name}", tier.new_identity())
     index.remember("changes", journal.now())
     index.close(keep=True)
     return settings

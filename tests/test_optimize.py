@@ -153,7 +153,7 @@ def test_a_refusal_is_recorded_and_given_again_until_a_limit_changes(settings: S
     stores = Stores.local(strict.store)
     with pytest.raises(LimitExceeded, match=r"up/big\.jpg: .*max_pixels"):
         optimize_key("up/big.jpg", settings=strict, stores=stores)
-    record = stores.manifests.record("up/big.jpg")
+    record = stores.manifests.read("up/big.jpg")
     assert isinstance(record, Failure) and "max_pixels" in record.failed
     before = snapshot(settings.store.manifest_root)
     with pytest.raises(RefusedBefore, match="max_pixels"):  # same bytes: no second decode
@@ -173,7 +173,7 @@ def test_a_missing_original_is_recorded_but_not_held_against_it(settings: Settin
     stores = Stores.local(settings.store)
     with pytest.raises(UnreadableSource, match="no such original"):
         optimize_key("up/late.jpg", settings=settings, stores=stores)
-    record = stores.manifests.record("up/late.jpg")
+    record = stores.manifests.read("up/late.jpg")
     assert isinstance(record, Failure) and not record.certain
     # The upload lands later: the same key is made.
     (settings.store.origin_root / "up").mkdir(parents=True)

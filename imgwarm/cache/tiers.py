@@ -75,7 +75,7 @@ class Tier(LocalStore):
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def claim(self) -> str:
+    def new_identity(self) -> str:
         """Give the tier a new identity (after it was found empty or strange)."""
         self.root.mkdir(parents=True, exist_ok=True)
         value = uuid.uuid4().hex

@@ -61,7 +61,7 @@ class Actions(Protocol):
 
 def _standing(stores: Stores, key: str) -> bool:
     """Whether the key has a record that stands (a takedown has something to do)."""
-    record = stores.manifests.record(key)
+    record = stores.manifests.read(key)
     return record is not None and not isinstance(record, Tombstone)
 
 

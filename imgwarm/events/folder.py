@@ -15,7 +15,7 @@ from imgwarm.exceptions import SettingsError
 from imgwarm.formats import SOURCE_SUFFIXES
 from imgwarm.manifest import Failure, Manifest, Record, Tombstone
 from imgwarm.store import Stores
-from imgwarm.store.listing import written
+from imgwarm.store.listing import write_time
 
 # What is still being written, by the tools that write in place and rename when done: browsers
 # (.crdownload, .part, .download, .opdownload), curl/wget/aria2 (.part, .aria2), WinSCP
@@ -146,11 +146,11 @@ def changed(folders: Folders, stores: Stores, since: float,
         if (info.st_dev, info.st_ino) in writing:
             continue
         key = key_of(path)
-        record = manifests.record(key)
+        record = manifests.read(key)
         if record is None:
             yield path
             continue
-        made = written(manifests.store, str(manifests.key_path(key)))
+        made = write_time(manifests.store, str(manifests.key_path(key)))
         if made < info.st_ctime and not _same(path, record):
             yield path
 

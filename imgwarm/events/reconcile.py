@@ -68,7 +68,7 @@ def record_time(stores: Stores, key: str) -> float | None:
 def why_make(key: str, modified: float, stores: Stores) -> Why | None:
     """Why the original at ``key`` (last written at ``modified``) needs a job; None: it does
     not."""
-    record = stores.manifests.record(key)
+    record = stores.manifests.read(key)
     if record is None:
         return "no record"
     if isinstance(record, Tombstone):

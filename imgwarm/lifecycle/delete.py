@@ -68,7 +68,7 @@ def resolve_key(key: str | os.PathLike[str], stores: Stores) -> str:
     real path; anything else must be a safe origin key (LayoutError names it, before
     anything is deleted). What ``imgwarm delete`` and ``imgwarm.delete`` both take."""
     found = local_key(Path(key))
-    if stores.manifests.record(found) is not None:
+    if stores.manifests.read(found) is not None:
         return found
     check_source_key(str(key))
     return str(key)
@@ -93,7 +93,7 @@ def delete(key: str, stores: Stores, *, original: bool = False, when_gone: bool 
     manifests = stores.manifests
     if when_gone and not original and _original_exists(key, stores, local_file):
         return Deletion(key, back=True)
-    previous = manifests.record(key)
+    previous = manifests.read(key)
     if previous is None and (local_file or not original) and not when_gone:
         raise UnknownSource(f"{key}: no manifest, failure or tombstone here (nothing deleted)")
     if original:  # before the tombstone: a delete refused leaves nothing behind

@@ -303,7 +303,7 @@ def _find_claims(stores: Stores, report: FsckReport, keys: Named, unread: set[st
         claimed.setdefault(path, set()).add(digest)
         if digest in keys.get(path, ()) or digest in unread:
             continue
-        when = when if times else references.written(path, digest)
+        when = when if times else references.claimed_at(path, digest)
         if when:  # (0.0: removed since it was listed)
             (young if when > now - STALE_CLAIM else dangling).append(_marker(path, digest))
     unclaimed = [_marker(path, d) for path, wanted in keys.items()
@@ -387,7 +387,7 @@ def _remake(stores: Stores, report: FsckReport, settings: Settings, pixels: Pixe
     with _pixel_work(pixels) as work:
         for done, key in enumerate(sorted(report.sources), start=1):
             try:
-                current = stores.manifests.record(key)
+                current = stores.manifests.read(key)
                 if not isinstance(current, Manifest) or not set(
                         report.sources[key]) <= named(current):
                     report.unrepaired[key] = "its record changed while fsck ran: run it again"

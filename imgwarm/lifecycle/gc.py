@@ -36,7 +36,7 @@ from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
-from imgwarm.store.listing import Listings, ahead, listed_times, sharded, written
+from imgwarm.store.listing import Listings, ahead, listed_times, sharded, write_time
 from imgwarm.store.manifests import ManifestStore
 from imgwarm.store.reclaim import reclaim, reclaim_listed
 from imgwarm.store.references import key_digest
@@ -315,7 +315,7 @@ def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, lists: Lis
         claims.setdefault(path, set()).add(digest)
         if digest in named.get(path, ()) or digest in damaged:
             continue
-        if (when if times else references.written(path, digest)) < now - STALE_CLAIM:
+        if (when if times else references.claimed_at(path, digest)) < now - STALE_CLAIM:
             if path in _named_now(manifests, digest):
                 named.setdefault(path, set()).add(digest)
                 continue
@@ -347,7 +347,7 @@ def _folder(stores: Stores, report: GcReport, spool: Spool, top: str, lists: Lis
         dropped.pop(path, None)
         if path not in named:
             if not times:
-                written_at = written(stores.origin, path)
+                written_at = write_time(stores.origin, path)
             candidates.append((path, max(written_at, dropped_at), path in gone))
     if not report.dry_run:
         for path in dropped:  # markers of variants no longer there

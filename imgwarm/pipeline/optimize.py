@@ -113,7 +113,7 @@ def _publish(files: list[Encoded], stores: Stores, created: list[PurePosixPath])
     is (the others were there), so that a failure leaves the caller knowing what to undo."""
     variants: list[Variant] = []
     for file in files:
-        path = stores.place(file.name)
+        path = stores.path_of(file.name)
         variants.append(Variant(format=file.format, width=file.width, height=file.height,
                                 bytes=len(file.data), path=str(path), quality=file.quality,
                                 score=None if file.score is None else round(file.score, 2),
@@ -132,7 +132,7 @@ def _undo(key: str, fresh: list[str], created: list[PurePosixPath], stores: Stor
     claim not released, nothing is removed: a file left over is gc's, a file lost is not."""
     references = stores.manifests.references
     try:
-        standing = named(stores.manifests.record(key))
+        standing = named(stores.manifests.read(key))
         references.release(key, [p for p in fresh if p not in standing])
     except Exception:  # the first error is the one to report
         return
@@ -156,7 +156,7 @@ def optimize_bytes(
     source_sha = content_hash(data)
     current = settings_digests(settings, given)
     digest = current[0]
-    previous = stores.manifests.record(key)
+    previous = stores.manifests.read(key)
     if (
         isinstance(previous, Failure)
         and previous.source_sha256 == source_sha
@@ -180,7 +180,7 @@ def optimize_bytes(
     made = pixels.make(data, name, settings.image, given)
     # Claimed before they are written (references.py): a delete or gc that runs meanwhile
     # sees the claim and leaves a variant of the same name alone.
-    fresh = sorted({str(stores.place(f.name)) for f in made.files} - named(previous))
+    fresh = sorted({str(stores.path_of(f.name)) for f in made.files} - named(previous))
     created: list[PurePosixPath] = []
     try:
         stores.manifests.references.claim(key, fresh)
@@ -208,7 +208,7 @@ def _not_taken_down(key: str, name: str, previous: Record | None, stores: Stores
     event's delete, or ``imgwarm delete``) is not undone by publishing it after: the files
     made are removed as for any failure (UnreadableSource, never recorded over the
     tombstone)."""
-    now = stores.manifests.record(key)
+    now = stores.manifests.read(key)
     if isinstance(now, Tombstone) and now != previous:
         raise UnreadableSource(name, "taken down while it was being made (imgwarm delete, or "
                                "its original removed): not published")
@@ -270,7 +270,7 @@ def record_failure(
     Never over a manifest or a tombstone: a failed read or make must not leave a source worse
     than before (its variants would lose their claims, and gc would take them), nor undo a
     takedown; the error reaches the caller all the same."""
-    previous = stores.manifests.record(key)
+    previous = stores.manifests.read(key)
     if isinstance(previous, Manifest | Tombstone):
         return
     stores.manifests.put(Failure(

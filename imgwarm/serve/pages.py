@@ -152,7 +152,7 @@ def preferred(manifest: Manifest) -> list[Variant]:
 def _deleted(stores: Stores, source: str) -> bool:
     """Whether the source was deleted (``imgwarm delete`` left its tombstone)."""
     keys = [source] + ([local_key(Path(source))] if not source.startswith("/") else [])
-    return any(isinstance(stores.manifests.record(k), Tombstone) for k in keys)
+    return any(isinstance(stores.manifests.read(k), Tombstone) for k in keys)
 
 
 def find_manifest(stores: Stores, source: str) -> Manifest | None:

@@ -48,7 +48,7 @@ class Batch:
 
 
 class ChangeLog(Protocol):
-    def record(self, key: str) -> None:
+    def append(self, key: str) -> None:
         """Note that the record of ``key`` changed (made, made again, failed, deleted)."""
         ...
 
@@ -87,7 +87,7 @@ class LocalChangeLog:
     def __init__(self, root: Path) -> None:
         self.root = root / FOLDER
 
-    def record(self, key: str) -> None:
+    def append(self, key: str) -> None:
         now = time.time()
         path = self.root / f"{_hour(now)}.log"
         line = (json.dumps({"t": now, "key": key}, ensure_ascii=True) + "\n").encode()
@@ -156,7 +156,7 @@ class S3ChangeLog:
         self.store = store
         self.workers = workers
 
-    def record(self, key: str) -> None:
+    def append(self, key: str) -> None:
         now = time.time()
         name = f"{FOLDER}/{_hour(now)}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}"
         body = json.dumps({"t": now, "key": key}, ensure_ascii=True).encode()

@@ -104,7 +104,7 @@ def listed_times(store: Store) -> bool:
     return not isinstance(store, LocalStore)
 
 
-def written(store: Store, key: str) -> float:
+def write_time(store: Store, key: str) -> float:
     """When the file at ``key`` was last written; 0.0 when it is gone (removed meanwhile)."""
     if isinstance(store, LocalStore):
         return store.modified(key) or 0.0

@@ -45,7 +45,7 @@ class ManifestStore:
     def _digest_path(self, digest: str) -> PurePosixPath:
         return self.layout.path_for(f"{digest}.json", digest)
 
-    def record(self, key: str) -> Record | None:
+    def read(self, key: str) -> Record | None:
         """What is known of a key: its manifest, the reason it failed, or None when nothing
         is, or the record is damaged (the source is then made again, which rewrites it; it
         is noted in ``damaged``)."""
@@ -63,7 +63,7 @@ class ManifestStore:
 
     def get(self, key: str) -> Manifest | None:
         """The manifest of a key; None when there is none (or only a failure)."""
-        found = self.record(key)
+        found = self.read(key)
         return found if isinstance(found, Manifest) else None
 
     def put(self, record: Record, previous: Record | object | None = _UNREAD, *,
@@ -78,7 +78,7 @@ class ManifestStore:
         of would stand for ever: a re-run finds it and has nothing to write). Should that
         fail too, the new record stands, and with it every claim: nothing it names goes."""
         if previous is _UNREAD:
-            previous = self.record(record.key)
+            previous = self.read(record.key)
         old, new = named(previous), named(record)  # type: ignore[arg-type]
         if not claimed:
             self.references.claim(record.key, sorted(new - old))
@@ -87,7 +87,7 @@ class ManifestStore:
         reached("manifest.written")
         if self.changes is not None:
             try:
-                self.changes.record(record.key)
+                self.changes.append(record.key)
             except BaseException:
                 self._put_back(path, previous)  # type: ignore[arg-type]
                 raise
@@ -101,7 +101,7 @@ class ManifestStore:
         may have been cut short between the record and the journal (a process killed there
         leaves a record no reader hears of; a re-run finds it current and writes nothing)."""
         if self.changes is not None:
-            self.changes.record(key)
+            self.changes.append(key)
 
     def _put_back(self, path: PurePosixPath, previous: Record | None) -> None:
         with contextlib.suppress(Exception):  # the journal's error is the one to report

@@ -95,7 +95,7 @@ class Stores:
     def for_settings(cls, settings: StoreSettings) -> Stores:
         return cls.s3(settings) if settings.origin == "s3" else cls.local(settings)
 
-    def place(self, name: str) -> PurePosixPath:
+    def path_of(self, name: str) -> PurePosixPath:
         """Where a content-addressed file goes: its shard folder, from the hash in its name."""
         return self.layout.path_for_name(name)
 

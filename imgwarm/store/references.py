@@ -27,7 +27,7 @@ from imgwarm.exceptions import ObjectTooLarge
 from imgwarm.racepoints import reached
 from imgwarm.store.base import Store
 from imgwarm.store.layout import Layout
-from imgwarm.store.listing import Listings, empty, sharded, written
+from imgwarm.store.listing import Listings, empty, sharded, write_time
 from imgwarm.store.local import LocalStore
 
 REFS, DROPPED, BUILT = "refs", "dropped", "references.json"
@@ -102,9 +102,9 @@ class References:
             found.setdefault(path, set()).add(digest)
         return found
 
-    def written(self, path: str, digest: str) -> float:
+    def claimed_at(self, path: str, digest: str) -> float:
         """When a marker was written (0.0: gone)."""
-        return written(self.store, f"{REFS}/{path}/{digest}")
+        return write_time(self.store, f"{REFS}/{path}/{digest}")
 
     # --- variants named by none ---------------------------------------------------------------
 

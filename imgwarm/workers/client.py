@@ -224,7 +224,7 @@ def job_status(key: str, settings: Settings, stores: Stores | None = None) -> Jo
     if state in ("retrying", "failed"):  # the last fault, or why it failed
         return JobStatus(key, state, error=_message(key, meta.get("result")))
     try:
-        record = (stores or Stores.for_settings(settings.store)).manifests.record(key)
+        record = (stores or Stores.for_settings(settings.store)).manifests.read(key)
     except StorageError as error:
         raise ImgwarmError(f"cannot read the manifest of {key}: {error}") from None
     if isinstance(record, Manifest):

@@ -108,7 +108,7 @@ def test_every_upload_reaches_both_boxes_through_every_fault(queue: Queue, ram: 
     gone = flow.manifests([gone_key])[0]
     flow.s3.client.delete_object(Bucket=queue.bucket, Key=gone_key)
     paths = [v.path for v in gone.variants]
-    wait_for(lambda: isinstance(queue.stores().manifests.record(gone_key), Tombstone)
+    wait_for(lambda: isinstance(queue.stores().manifests.read(gone_key), Tombstone)
              and not any(box.has_any(paths) for box in flow.boxes),
              "the takedown on both boxes", 60)
 
@@ -121,7 +121,7 @@ def test_every_upload_reaches_both_boxes_through_every_fault(queue: Queue, ram: 
     rounds = len(flow.listener.events("reconcile-done"))
     flow.listener.wait("reconcile-done", rounds + 2)  # rounds that saw the takedown too
 
-    assert isinstance(queue.stores().manifests.record(gone_key), Tombstone)
+    assert isinstance(queue.stores().manifests.read(gone_key), Tombstone)
     assert not any(box.has_any(paths) for box in flow.boxes), "a takedown came back"
     flow.everywhere([k for k in flow.uploaded if k != gone_key], "every upload at the end")
     flow.listener.stop()

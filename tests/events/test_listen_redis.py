@@ -51,7 +51,7 @@ def test_minio_access_events_in_order_once_and_bad_ones_counted(events_queue: Qu
     client.rpush(events, minio_access("removed", bucket, made, "00003002"),
                  minio_access("created", bucket, made, "3001"))
     manifests = queue.stores().manifests
-    wait_for(lambda: isinstance(manifests.record(made), Tombstone), "the takedown", 60)
+    wait_for(lambda: isinstance(manifests.read(made), Tombstone), "the takedown", 60)
     listening.wait("older", 2)
     summary = listening.stop()
 
@@ -62,4 +62,4 @@ def test_minio_access_events_in_order_once_and_bad_ones_counted(events_queue: Qu
     assert summary["ignored_outside"] == 1
     assert sorted(e["key"] for e in listening.events("queued")) == sorted([left, twice, made])
     assert manifests.get(late) is None  # the newer event (removed) won
-    assert isinstance(manifests.record(made), Tombstone)
+    assert isinstance(manifests.read(made), Tombstone)

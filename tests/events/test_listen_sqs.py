@@ -29,7 +29,7 @@ def test_uploads_are_made_under_their_real_keys_and_own_writes_queue_nothing(
     assert all(manifests.get(k) is not None for k in keys)  # under the decoded keys
 
     s3.client.delete_object(Bucket=queue.bucket, Key=keys[1])  # taken down
-    wait_for(lambda: isinstance(manifests.record(keys[1]), Tombstone), "the tombstone", 60)
+    wait_for(lambda: isinstance(manifests.read(keys[1]), Tombstone), "the tombstone", 60)
     wait_for(lambda: queue_drained(sqs, url), "the SQS queue to be drained", 60)
     summary = listening.stop()
     assert summary["queued"] == len(keys)  # one job an upload, none for imgwarm's own writes
@@ -37,7 +37,7 @@ def test_uploads_are_made_under_their_real_keys_and_own_writes_queue_nothing(
     assert summary["ignored_test"] == 1
     assert summary["ignored_own"] >= 3
     assert summary["malformed"] == 0
-    assert isinstance(manifests.record(keys[0]), Manifest)
+    assert isinstance(manifests.read(keys[0]), Manifest)
 
 
 def test_a_killed_listener_loses_nothing(events_queue: Queue) -> None:
@@ -104,7 +104,7 @@ def test_reconcile_catches_uploads_whose_events_never_came(events_queue: Queue) 
     summary = listening.stop()
     assert sorted(e["key"] for e in listening.events("reconciled")) == sorted(keys)
     assert summary["reconciled"] == len(keys)  # each once, however many runs
-    assert isinstance(queue.stores().manifests.record(taken), Tombstone)  # stays down
+    assert isinstance(queue.stores().manifests.read(taken), Tombstone)  # stays down
     stores = queue.stores()
     for key in keys:  # made now: their manifests are newer than their originals
         modified = s3.client.head_object(Bucket=queue.bucket, Key=key)["LastModified"]

@@ -328,16 +328,16 @@ def test_with_queue_the_workers_make_and_take_down(settings: Settings,
         target, key = uploads / "bike.jpg", "uploads/bike.jpg"
         shutil.copy(corpus("cat.jpg"), target)
         manifests = queue.stores().manifests
-        wait_for(lambda: isinstance(manifests.record(key), Manifest), "the worker's manifest",
+        wait_for(lambda: isinstance(manifests.read(key), Manifest), "the worker's manifest",
                  timeout=60)
-        manifest = manifests.record(key)
+        manifest = manifests.read(key)
         assert isinstance(manifest, Manifest)
         assert manifest.source_sha256 == hashlib.sha256(target.read_bytes()).hexdigest()
         for variant in manifest.variants:
             with Image.open(settings.store.origin_root / variant.path) as image:
                 assert image.size == (variant.width, variant.height)
         target.unlink()
-        wait_for(lambda: isinstance(manifests.record(key), Tombstone), "the worker's takedown",
+        wait_for(lambda: isinstance(manifests.read(key), Tombstone), "the worker's takedown",
                  timeout=60)
         # the tombstone goes first, the variants after it (lifecycle/delete.py): wait for them
         gone = [settings.store.origin_root / v.path for v in manifest.variants]

@@ -33,7 +33,7 @@ def test_a_source_and_only_its_own_variants_leave_the_origin(site: Site) -> None
     assert sorted(done.removed) == sorted(v.path for v in other.variants) and not done.kept
     assert done.freed == sum(v.bytes for v in other.variants)
     assert in_origin(site, other) == set()
-    record = stores(site).manifests.record(other.key)
+    record = stores(site).manifests.read(other.key)
     assert isinstance(record, Tombstone)
     assert sorted(record.variants) == sorted(v.path for v in other.variants)
     assert stores(site).manifests.get(other.key) is None
@@ -68,7 +68,7 @@ def test_the_original_goes_only_when_asked(site: Site) -> None:
     delete(kept.key, stores(site))
     delete(gone.key, stores(site), original=True)
     assert Path(kept.key).exists() and not Path(gone.key).exists()
-    record = stores(site).manifests.record(gone.key)
+    record = stores(site).manifests.read(gone.key)
     assert isinstance(record, Tombstone) and record.original
 
 
@@ -113,7 +113,7 @@ def test_a_delete_killed_midway_is_finished_by_the_next(site: Site) -> None:
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     left = in_origin(site, manifest)
     assert 0 < len(left) == len(manifest.variants) - 2
-    assert isinstance(stores(site).manifests.record(manifest.key), Tombstone)
+    assert isinstance(stores(site).manifests.read(manifest.key), Tombstone)
 
     from tests.support.cli import Cli
 
@@ -139,8 +139,8 @@ def test_the_command_names_what_is_wrong_and_deletes_the_rest(
     assert "FAILED up/never.jpg: no manifest" in mixed.stderr
     assert in_origin(site, first) == set() and in_origin(site, second) == set()
     assert "3 source(s): 2 deleted, 1 failed" in mixed.stderr
-    assert isinstance(stores(site).manifests.record(first.key), Tombstone)
-    assert not isinstance(stores(site).manifests.record(first.key), Manifest)
+    assert isinstance(stores(site).manifests.read(first.key), Tombstone)
+    assert not isinstance(stores(site).manifests.read(first.key), Manifest)
 
 
 def test_a_manifest_naming_an_original_never_removes_it(site: Site) -> None:
@@ -180,7 +180,7 @@ def test_deleting_a_folder_as_an_original_is_refused_and_leaves_no_tombstone(
         done = Cli()("delete", "--original", key, env=site.env())
         assert done.exit_code == 1 and "Traceback" not in done.stderr
         assert f"FAILED {key}: a folder, not an original file" in done.stderr
-        assert stores(site).manifests.record(key) is None  # no tombstone
+        assert stores(site).manifests.read(key) is None  # no tombstone
     assert origin.exists("uploads/inner/a.jpg")
     monkeypatch.chdir(site.root)  # a local folder named as a source: not an origin key
     local = Cli()("delete", "--original", str(site.sources), env=site.env())

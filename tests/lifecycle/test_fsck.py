@@ -104,7 +104,7 @@ def test_an_original_gone_leaves_the_manifest_as_it_was(site: Site) -> None:
     assert "no such original" in found["unrepaired"][gone.key]
     assert "cannot read" in found["unrepaired"][local.key]
     for manifest in (local, gone):
-        assert s.manifests.record(manifest.key) == manifest  # no Failure written over it
+        assert s.manifests.read(manifest.key) == manifest  # no Failure written over it
         assert in_origin(site, manifest) == {v.path for v in manifest.variants[1:]}
     assert in_origin(site, kept) == {v.path for v in kept.variants}
     text = Cli()("fsck", "--repair", env=site.env())
@@ -113,7 +113,7 @@ def test_an_original_gone_leaves_the_manifest_as_it_was(site: Site) -> None:
 
 def test_an_old_dangling_claim_is_dropped_and_waits_out_the_grace(site: Site) -> None:
     s = stores(site)
-    orphan = str(s.place("orphan.0123456789abcdef.webp"))
+    orphan = str(s.path_of("orphan.0123456789abcdef.webp"))
     s.origin.write(orphan, b"RIFF left by a writer killed before its manifest")
     named = by_key(site)["photo-1.jpg"].variants[0].path
     digest = key_digest("uploads/never-finished.jpg")

@@ -64,7 +64,7 @@ def test_old_variants_go_only_after_the_grace_period(site: Site) -> None:
 def test_a_full_pass_finds_orphans_and_sets_the_references_right(site: Site) -> None:
     s = stores(site)
     named = by_key(site)["photo-0.jpg"]
-    orphan = str(s.place("orphan.0123456789abcdef.webp"))
+    orphan = str(s.path_of("orphan.0123456789abcdef.webp"))
     s.origin.write(orphan, b"RIFF left by a writer killed before its manifest")
     s.manifests.references.claim("up/never-finished.jpg", [orphan])  # its claim, stale later
     first = gc(site.settings, full=True)  # the orphan is young
@@ -202,7 +202,7 @@ def test_a_file_of_nearly_a_variants_shape_is_never_removed(site: Site, name: st
     from imgwarm.store.origin import check_source_key
 
     s = stores(site)
-    path = str(s.place(name))
+    path = str(s.path_of(name))
     s.origin.write(path, b"an original the application keeps")
     with pytest.raises(LayoutError, match="shape of a variant"):
         check_source_key(path)
@@ -224,7 +224,7 @@ def test_a_takedowns_variant_a_twin_kept_waits_the_grace_when_the_twin_drops_it(
     site.settings = site.settings.updated(widths="320,640")
     narrower = site.add("twin/photo-0.jpg", seed=0)
     dropped = {v.path for v in twin.variants} - {v.path for v in narrower.variants}
-    assert dropped and dropped <= set(stores(site).manifests.record(first.key).variants)
+    assert dropped and dropped <= set(stores(site).manifests.read(first.key).variants)
 
     now = time.time()
     for full in (True, False):

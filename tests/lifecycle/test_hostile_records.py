@@ -45,7 +45,7 @@ def test_a_planted_deep_record_is_skipped_and_the_rest_go_on(site: Site) -> None
     assert shown.exit_code == 0, shown.stderr  # the good one shown, the bad one skipped
 
     assert s.manifests.changes is not None
-    s.manifests.changes.record(bad.key)  # the journal says it changed: read on its own
+    s.manifests.changes.append(bad.key)  # the journal says it changed: read on its own
     following = site.warm()
     assert following.damaged_records == 1 and following.variants_dropped == 0
     assert {v.path for v in bad.variants} <= site.in_tier("nvme")

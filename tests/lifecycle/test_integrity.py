@@ -35,7 +35,7 @@ class FailingJournal:
         assert real is not None
         self.real = real
 
-    def record(self, key: str) -> None:
+    def append(self, key: str) -> None:
         raise StorageError(f"cannot append to the journal for {key}: injected")
 
     def since(self, cursor: str) -> Batch:
@@ -70,11 +70,11 @@ def test_a_failed_read_or_make_never_replaces_a_good_manifest(site: Site) -> Non
     origin.delete(key)  # moved away: the job is redelivered
     with pytest.raises(UnreadableSource, match="no such original"):
         optimize_key(key, settings=site.settings, stores=stores(site))
-    assert stores(site).manifests.record(key) == good
+    assert stores(site).manifests.read(key) == good
     origin.write(key, b"\xff\xd8\xff\xe0 not a photo at all", replace=True)
     with pytest.raises(CorruptImage):
         optimize_key(key, settings=site.settings, stores=stores(site))
-    assert stores(site).manifests.record(key) == good
+    assert stores(site).manifests.read(key) == good
     collect(stores(site), grace=0)
     assert in_origin(site, good) == {v.path for v in good.variants}
     assert {p for p, d in claims(site) if d == key_digest(key)} == {v.path for v in good.variants}
@@ -83,7 +83,7 @@ def test_a_failed_read_or_make_never_replaces_a_good_manifest(site: Site) -> Non
 def test_a_failure_is_still_recorded_where_nothing_was_made(site: Site) -> None:
     with pytest.raises(UnreadableSource):
         optimize_key("up/never-there.jpg", settings=site.settings, stores=stores(site))
-    assert isinstance(stores(site).manifests.record("up/never-there.jpg"), Failure)
+    assert isinstance(stores(site).manifests.read("up/never-there.jpg"), Failure)
 
 
 def test_a_redelivered_job_does_not_undo_a_takedown(site: Site) -> None:
@@ -94,7 +94,7 @@ def test_a_redelivered_job_does_not_undo_a_takedown(site: Site) -> None:
     delete(key, stores(site), original=True)
     with pytest.raises(UnreadableSource):
         optimize_key(key, settings=site.settings, stores=stores(site))
-    assert isinstance(stores(site).manifests.record(key), Tombstone)
+    assert isinstance(stores(site).manifests.read(key), Tombstone)
 
 
 # 2. The journal append fails after the manifest was written.
@@ -105,14 +105,14 @@ def test_a_journal_that_fails_leaves_the_previous_record_and_its_files(site: Sit
     path.write_bytes((site.sources / "photo-0.jpg").read_bytes()[:-2] + b"\xff\xd9")
     with pytest.raises(StorageError, match="journal"):
         optimize_file(path, settings=site.settings, stores=journal_failing(site))
-    assert stores(site).manifests.record(str(path.resolve())) is None  # put back: none
+    assert stores(site).manifests.read(str(path.resolve())) is None  # put back: none
     assert origin_paths(site) == before  # what it made went (the twin's were there before)
 
     old = by_key(site)["photo-1.jpg"]  # made again with other settings: the journal fails
     other = site.settings.updated(widths="480,960")
     with pytest.raises(StorageError, match="journal"):
         optimize_file(Path(old.key), settings=other, stores=journal_failing(site))
-    assert stores(site).manifests.record(old.key) == old
+    assert stores(site).manifests.read(old.key) == old
     assert in_origin(site, old) == {v.path for v in old.variants}
     assert origin_paths(site) == before
     for manifest in site.manifests():  # I1: every manifest names only files that are there
@@ -154,7 +154,7 @@ def test_a_failed_make_leaves_the_files_a_twin_claimed_meanwhile(site: Site) -> 
     with racepoints.at("optimize.written", twin_uploads), pytest.raises(StorageError):
         optimize_file(first, settings=site.settings, stores=failing)
     made = stores(site).manifests.get(str(twin.resolve()))
-    assert made is not None and stores(site).manifests.record(str(first.resolve())) is None
+    assert made is not None and stores(site).manifests.read(str(first.resolve())) is None
     assert in_origin(site, made) == {v.path for v in made.variants}
     collect(stores(site), grace=0, full=True)
     assert in_origin(site, made) == {v.path for v in made.variants}
@@ -302,7 +302,7 @@ def test_a_failed_put_back_keeps_the_bytes_and_puts_back_the_rest(site: Site) ->
     from tests.support.faults import Faults, armed, faulty
 
     s = stores(site)
-    paths = [str(s.place(f"gone-{n}.{n:016x}.webp")) for n in range(3)]
+    paths = [str(s.path_of(f"gone-{n}.{n:016x}.webp")) for n in range(3)]
     for n, path in enumerate(paths):
         s.origin.write(path, f"variant {n}".encode())
     faults = Faults()
@@ -337,7 +337,7 @@ def test_a_takedown_during_a_make_is_not_undone(site: Site) -> None:
     with racepoints.at("optimize.written", taken_down), \
             pytest.raises(UnreadableSource, match="taken down while it was being made"):
         optimize_file(source, settings=site.settings, stores=stores(site), key=key)
-    record = stores(site).manifests.record(key)
+    record = stores(site).manifests.read(key)
     assert isinstance(record, Tombstone)
     assert origin_paths(site) == before - {v.path for v in made.variants}  # no new file stayed
 
@@ -355,5 +355,5 @@ def test_an_upload_removed_before_its_make_ends_is_never_published(site: Site) -
     before = origin_paths(site)
     with racepoints.at("optimize.written", removed), pytest.raises(UnreadableSource):
         optimize_file(source, settings=site.settings, stores=stores(site), key=key)
-    assert isinstance(stores(site).manifests.record(key), Tombstone)
+    assert isinstance(stores(site).manifests.read(key), Tombstone)
     assert origin_paths(site) == before

@@ -57,7 +57,7 @@ def test_a_small_bucket_is_listed_once_a_tree_with_the_same_findings(
     stores = Stores.for_settings(site.settings.store)
     made = site.manifests()[0]
     stores.origin.delete(made.variants[0].path)  # missing: fsck names it
-    orphan = str(stores.place("orphan.0123456789abcdef.webp"))
+    orphan = str(stores.path_of("orphan.0123456789abcdef.webp"))
     stores.origin.write(orphan, b"RIFF left by a writer killed before its manifest")
     stores.manifests.references.claim("up/never-finished.jpg", [orphan])
 

@@ -68,10 +68,10 @@ def broken(settings: Settings, tmp_path: Path, ram: Path) -> Site:
         origin.write(path, data)
     for n, age in enumerate((DAY / 2, 3 * DAY, 3 * DAY)):  # unnamed: within, past the grace
         data = f"stray {n}".encode()
-        path = str(s.place(file_name("stray", f"{n:x}" * 16, "webp", 16)))
+        path = str(s.path_of(file_name("stray", f"{n:x}" * 16, "webp", 16)))
         origin.write(path, data)
         aged(s.origin.path(path), age)
-    refs.note_dropped([str(s.place(file_name("", "ab" * 8, "webp", 16)))])  # gone long ago
+    refs.note_dropped([str(s.path_of(file_name("", "ab" * 8, "webp", 16)))])  # gone long ago
     loose = Variant(format="webp", width=1, height=1, bytes=1, path="loose/x.webp")
     odd = Manifest(key="up/odd.jpg", source_sha256="0" * 64, width=1, height=1,
                    settings_digest="synthetic", variants=[loose])

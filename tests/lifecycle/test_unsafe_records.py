@@ -86,7 +86,7 @@ def test_fsck_counts_the_record_as_damaged_and_checks_the_rest(planted: Planted)
 def test_gc_full_counts_the_record_and_collects_the_rest(planted: Planted) -> None:
     site, bad, good, record = planted
     s = stores(site)
-    stray = str(s.place("stray.0123456789abcdef.webp"))  # a variant no manifest names, old
+    stray = str(s.path_of("stray.0123456789abcdef.webp"))  # a variant no manifest names, old
     s.origin.write(stray, b"RIFF....WEBP")
     old = time.time() - 30 * DAY
     os.utime(s.origin.path(stray), (old, old))

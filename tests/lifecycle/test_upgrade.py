@@ -149,7 +149,7 @@ def plant(settings: Settings) -> list[Path]:
     planted = []
     for root in (settings.cache.ram_root, settings.cache.nvme_root):
         data = os.urandom(2000)
-        shaped = real_stores(settings).place(
+        shaped = real_stores(settings).path_of(
             file_name("other", hashlib.sha256(data).hexdigest(), "webp", 16))
         for relative, body in ((".keep", b"x"), ("notes.txt", b"ours, not imgwarm's"),
                                (str(shaped), data)):

@@ -76,7 +76,7 @@ def test_a_worker_killed_mid_source_fails_that_source_alone(tmp_path: Path,
                                   manifest_root=tmp_path / "var" / "manifest")
     manifests = Stores.local(settings.store).manifests
     for path in files:
-        record = manifests.record(local_key(path))
+        record = manifests.read(local_key(path))
         slug = path.stem
         written = [p for p in all_files(tmp_path / "var" / "origin") if p.name.startswith(slug)]
         if path.name in failed:

@@ -42,7 +42,7 @@ def test_a_planted_link_is_refused_and_the_variants_answer(
 
     def shaped(name: str) -> str:
         digest = hashlib.sha256(name.encode()).hexdigest()[:site.settings.image.hash_length]
-        return str(stores.place(f"{name}.{digest}.webp"))
+        return str(stores.path_of(f"{name}.{digest}.webp"))
 
     links = {
         shaped("in-origin"): (origin, secret),  # a file outside every root

@@ -18,11 +18,11 @@ def test_local_entries_after_the_cursor_only(tmp_path: Path) -> None:
     journal = LocalChangeLog(tmp_path)
     first = journal.since("")
     assert first.entries == []
-    journal.record("a.jpg")
-    journal.record("b.jpg")
+    journal.append("a.jpg")
+    journal.append("b.jpg")
     batch = journal.since(first.cursor)
     assert [k for _, k in batch.entries] == ["a.jpg", "b.jpg"]
-    journal.record("c.jpg")
+    journal.append("c.jpg")
     later = journal.since(batch.cursor)
     assert [k for _, k in later.entries] == ["c.jpg"]
     assert journal.since(later.cursor).entries == []
@@ -35,7 +35,7 @@ def test_local_hours_days_and_years_roll_over(tmp_path: Path) -> None:
     old.write_text(json.dumps({"t": 1.0, "key": "old.jpg"}) + "\n{damaged\n")
     cursor = journal.since("").cursor
     assert cursor.startswith("2025/12/31/23.log:")
-    journal.record("new.jpg")  # this hour, in this year's folders
+    journal.append("new.jpg")  # this hour, in this year's folders
     batch = journal.since(cursor)
     assert [k for _, k in batch.entries] == ["new.jpg"]
     everything = journal.since("")
@@ -44,9 +44,9 @@ def test_local_hours_days_and_years_roll_over(tmp_path: Path) -> None:
 
 def test_local_now_skips_what_is_there(tmp_path: Path) -> None:
     journal = LocalChangeLog(tmp_path)
-    journal.record("before.jpg")
+    journal.append("before.jpg")
     cursor = journal.now()
-    journal.record("after.jpg")
+    journal.append("after.jpg")
     assert [k for _, k in journal.since(cursor).entries] == ["after.jpg"]
 
 
@@ -62,9 +62,9 @@ def test_s3_entries_after_the_cursor_and_late_writers(server: str,
                              s3_region="us-east-1")
     store = S3Store(make_client(settings.store), bucket, "p/.imgwarm/manifests/")
     journal = S3ChangeLog(store)
-    journal.record("early.jpg")
+    journal.append("early.jpg")
     cursor = journal.now()
-    journal.record("a.jpg")
+    journal.append("a.jpg")
     batch = journal.since(cursor)
     assert [k for _, k in batch.entries] == ["a.jpg"]
     # A writer whose clock is a minute behind: its entry sorts before the cursor, and is
@@ -80,7 +80,7 @@ def test_s3_entries_after_the_cursor_and_late_writers(server: str,
 
 def test_hostile_journal_entries_and_cursors_are_skipped(tmp_path: Path) -> None:
     journal = LocalChangeLog(tmp_path)
-    journal.record("good.jpg")
+    journal.append("good.jpg")
     hour = next((tmp_path / FOLDER).rglob("*.log"))
     with hour.open("ab") as log:
         log.write(b'{"t": NaN, "key": "nan.jpg"}\n{"t": 1e400, "key": "inf.jpg"}\n')
@@ -89,7 +89,7 @@ def test_hostile_journal_entries_and_cursors_are_skipped(tmp_path: Path) -> None
         log.write(b'{"t": 1, "key": "' + b"k" * 70_000 + b'"}\n')  # beyond MAX_ENTRY
     (hour.parent / "stray").mkdir()  # a folder where an hour file would be...
     (tmp_path / FOLDER / "1999").write_bytes(b"a stray file where a year folder would be")
-    journal.record("later.jpg")
+    journal.append("later.jpg")
     assert [k for _, k in journal.since("").entries] == ["good.jpg", "later.jpg"]
     for cursor in ("", "2026/11/23/12.log:0"):
         assert journal.readable(cursor)

@@ -7,7 +7,7 @@ What is counted, by kind:
     read, write, delete, list (files, stamped), stat (exists, size, modified), prune
         the origin's and the manifest store's calls (the references' claim and dropped
         markers included: ``ManifestStore.references`` is built on the store it is given);
-    journal (ChangeLog.record: an append), journal-read (since, now);
+    journal (ChangeLog.append), journal-read (since, now);
     tier-read, tier-write, tier-delete, tier-list, tier-stat, tier-prune
         the cache tiers' calls (``Tier`` is a LocalStore).
 
@@ -184,8 +184,8 @@ class FaultyJournal:
         self.real = real
         self.faults = faults
 
-    def record(self, key: str) -> None:
-        self.faults.run("journal", key, lambda: self.real.record(key))
+    def append(self, key: str) -> None:
+        self.faults.run("journal", key, lambda: self.real.append(key))
 
     def since(self, cursor: str) -> Batch:
         return self.faults.run("journal-read", "since", lambda: self.real.since(cursor))

@@ -236,7 +236,7 @@ def made_manifests(keys: list[str]) -> Callable[[Scene, Settings], Any]:
         stores = real_stores(settings)
         found = {}
         for key in keys:
-            record = stores.manifests.record(scene.keys.get(key, key))
+            record = stores.manifests.read(scene.keys.get(key, key))
             found[key] = sorted(v.path for v in record.variants) \
                 if isinstance(record, Manifest) else repr(record)
         return found
@@ -245,7 +245,7 @@ def made_manifests(keys: list[str]) -> Callable[[Scene, Settings], Any]:
 
 def deleted(scene: Scene, settings: Settings) -> Any:
     stores = real_stores(settings)
-    record = stores.manifests.record(scene.keys["first"])
+    record = stores.manifests.read(scene.keys["first"])
     return type(record).__name__, sorted(origin_variants(stores))
 
 
@@ -300,7 +300,7 @@ def gc_scene(scene: Scene) -> None:
     stores = real_stores(site.settings)
     data = os.urandom(3000)
     name = file_name("orphan", hashlib.sha256(data).hexdigest(), "webp", 16)
-    stores.origin.write(stores.place(name), data)
+    stores.origin.write(stores.path_of(name), data)
 
 
 def warm_scene(scene: Scene) -> None:
@@ -316,7 +316,7 @@ def warm_scene(scene: Scene) -> None:
     stores = real_stores(site.settings)
     for root in scene.tiers:
         data = os.urandom(2000)
-        shaped = stores.place(file_name("other", hashlib.sha256(data).hexdigest(), "webp", 16))
+        shaped = stores.path_of(file_name("other", hashlib.sha256(data).hexdigest(), "webp", 16))
         for relative, body in ((".keep", b"x"), ("notes.txt", b"ours, not imgwarm's"),
                                (str(shaped), data)):
             path = root / relative

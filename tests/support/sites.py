@@ -98,7 +98,7 @@ def synthetic(site: Site, sources: int, per_source: int = 3, *, seed: int = 0,
         for v in range(per_source):
             data = rnd.randbytes(rnd.randrange(*sizes))
             name = file_name(f"s{seed}-{s}", hashlib.sha256(data).hexdigest(), "webp", 16)
-            path = stores.place(name)
+            path = stores.path_of(name)
             stores.origin.write(path, data)
             width = (320, 640, 1280)[v % 3]
             variants.append(Variant(format="webp", width=width, height=width * 2 // 3,

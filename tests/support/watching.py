@@ -88,7 +88,7 @@ class Watching:
 
 
 def record(settings: Settings, path: Path) -> Any:
-    return Stores.local(settings.store).manifests.record(local_key(path))
+    return Stores.local(settings.store).manifests.read(local_key(path))
 
 
 def check_made(settings: Settings, path: Path, data: bytes) -> Manifest:

@@ -65,12 +65,12 @@ def test_an_old_manifest_is_served_not_remade_until_asked(settings: Settings,
     old = optimize_file(source, settings=settings.updated(widths=EARLIER), stores=stores)
     assert sorted({v.width for v in old.manifest.variants}) == EARLIER
     files = {p: p.stat().st_mtime_ns for p in all_files(settings.store.origin_root)}
-    record = stores.manifests.record(old.manifest.key)
+    record = stores.manifests.read(old.manifest.key)
 
     again = optimize_file(source, settings=settings, stores=stores)  # today's defaults
     assert again.reused and again.manifest == old.manifest
     assert {p: p.stat().st_mtime_ns for p in all_files(settings.store.origin_root)} == files
-    assert stores.manifests.record(old.manifest.key) == record
+    assert stores.manifests.read(old.manifest.key) == record
     tag = picture(again.manifest, sizes="100vw")
     assert all(f"{w}w" in tag for w in EARLIER)  # served as it was made
 

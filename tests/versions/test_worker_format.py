@@ -69,7 +69,7 @@ def test_an_older_worker_leaves_the_jobs_of_a_newer_store_to_a_newer_worker(
                                                    quality=85))
     older = queue.worker()
     assert queue.cli("enqueue", "--wait", "up/made.jpg").returncode == 0
-    made = queue.stores().manifests.record("up/made.jpg")
+    made = queue.stores().manifests.read("up/made.jpg")
     assert isinstance(made, Manifest)
     where = _mark(queue, NEWER)
     before = _state_of_store(queue)
@@ -87,11 +87,11 @@ def test_an_older_worker_leaves_the_jobs_of_a_newer_store_to_a_newer_worker(
     newer = _newer_worker(queue, tmp_path)
     queue.wait_done(["up/new.jpg"], timeout=60)
     assert queue.state("up/new.jpg") == "done"
-    record = queue.stores().manifests.record("up/new.jpg")
+    record = queue.stores().manifests.read("up/new.jpg")
     assert isinstance(record, Manifest)
     assert "succeeded" in newer.text()
     assert takedown.wait(timeout=60)["key"] == "up/made.jpg"
-    assert isinstance(queue.stores().manifests.record("up/made.jpg"), Tombstone)
+    assert isinstance(queue.stores().manifests.read("up/made.jpg"), Tombstone)
     origin = queue.stores().origin
     assert not any(origin.exists(v.path) for v in made.variants)  # taken down by the newer
     assert all(origin.exists(v.path) for v in record.variants)

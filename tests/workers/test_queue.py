@@ -101,7 +101,7 @@ def test_bad_files_fail_once_with_their_reason(corpus_queue: CorpusQueue) -> Non
     for case in BAD:
         key = corpus_key(case.path.name)
         error = corpus_queue.results[key]["error"]
-        record = manifests.record(key)
+        record = manifests.read(key)
         assert isinstance(record, Failure), f"{key}: no failure recorded"
         assert error == f"{key}: {record.failed}"
         assert queue.meta(key)["retries"] == 0
@@ -263,7 +263,7 @@ def test_a_job_that_keeps_killing_its_worker_process_fails_for_good(local_queue:
     result = job.wait(timeout=120)
     assert result.error == ("up/heavy.jpg: its worker process died 3 times while making it "
                             "(out of memory, or a crash); not tried again (task_max_lost)")
-    record = local_queue.stores().manifests.record("up/heavy.jpg")
+    record = local_queue.stores().manifests.read("up/heavy.jpg")
     assert isinstance(record, Failure) and "died 3 times" in record.failed
     assert local_queue.received("up/heavy.jpg") == 4
     # Queued again (say, after adding memory), it gets its chances back, and succeeds.
@@ -284,7 +284,7 @@ def test_a_job_over_the_soft_time_limit_fails_with_that_reason(local_queue: Queu
     assert done.returncode == 1
     reason = "took longer than 1 s (task_soft_time_limit)"
     assert done.stderr.splitlines()[0] == f"FAILED up/huge.jpg: {reason}"
-    record = local_queue.stores().manifests.record("up/huge.jpg")
+    record = local_queue.stores().manifests.read("up/huge.jpg")
     assert isinstance(record, Failure) and record.failed == reason and not record.certain
 
 
@@ -436,7 +436,7 @@ def test_a_queued_delete_takes_the_source_down(local_queue: Queue) -> None:
     origin = local_queue.workdir / "origin"
     assert not [v for v in made.manifest.variants if (origin / v.path).exists()]
     assert not (origin / "up/ad-3/bike.jpg").exists()
-    assert isinstance(local_queue.stores().manifests.record("up/ad-3/bike.jpg"), Tombstone)
+    assert isinstance(local_queue.stores().manifests.read("up/ad-3/bike.jpg"), Tombstone)
     unknown = enqueue_delete("up/never.jpg", settings=local_queue.settings()).wait(timeout=60)
     assert unknown["ok"] is False and "up/never.jpg: no manifest" in unknown["error"]
 
@@ -448,7 +448,7 @@ def test_what_a_library_prints_in_a_job_is_its_warning_not_the_log(local_queue: 
     local_queue.worker("--concurrency", "1")
     done = local_queue.cli("enqueue", "--wait", "up/hostile.jpg")
     assert done.returncode == 0, done.stderr
-    record = local_queue.stores().manifests.record("up/hostile.jpg")
+    record = local_queue.stores().manifests.read("up/hostile.jpg")
     assert isinstance(record, Manifest)
     (printed,) = [w for w in record.warnings if w.startswith("a library printed")]
     assert "<!DOCTYPE x" in printed and "\\x1B[31mEVIL" in printed

@@ -111,12 +111,12 @@ class States(Part):
 
     # --- what warm itself wrote (cache/identity.py) ------------------------------------------
 
-    def note_written(self, tier: str, found: dict[str, Identity]) -> None:
+    def note_identities(self, tier: str, found: dict[str, Identity]) -> None:
         """The identity of each file warm just placed in ``tier``."""
         self.db.executemany("INSERT OR REPLACE INTO written VALUES (?, ?, ?, ?, ?, ?)",
                             [(column(tier), path, *known) for path, known in found.items()])
 
-    def written(self, tier: str, paths: Iterable[str]) -> dict[str, Identity]:
+    def known_identities(self, tier: str, paths: Iterable[str]) -> dict[str, Identity]:
         """path -> identity of those of ``paths`` warm recorded writing in ``tier``."""
         found: dict[str, Identity] = {}
         for part, marks in chunks(list(paths)):

@@ -24,7 +24,7 @@ def identities(run: Run) -> None:
         run.changed = True
         run.touched.add(tier.name)
         if not run.dry_run:
-            run.index.remember(f"tier:{tier.name}", tier.claim())
+            run.index.remember(f"tier:{tier.name}", tier.new_identity())
 
 
 def recover(run: Run) -> None:
@@ -41,7 +41,7 @@ def recover(run: Run) -> None:
                 run.index.mark(tier.name, [pending.path], None)
             else:  # whole: the copy finished, only its record did not
                 run.index.mark(tier.name, [pending.path], "placed")
-                run.index.note_written(tier.name, identities_of(tier, [pending.path]))
+                run.index.note_identities(tier.name, identities_of(tier, [pending.path]))
     run.commit()
 
 

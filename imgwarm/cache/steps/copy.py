@@ -10,7 +10,7 @@ from imgwarm.cache.copier import Failed, Item, Result
 from imgwarm.cache.identity import identities
 from imgwarm.cache.policy import TierPolicy
 from imgwarm.cache.run import Run
-from imgwarm.cache.steps.trust import still_written
+from imgwarm.cache.steps.trust import still_ours
 
 BATCH = 1024  # files a commit (and a syncfs of the backing tier)
 
@@ -26,7 +26,7 @@ def copy(run: Run) -> None:
     for start in range(0, len(paths), BATCH):
         run.progress("tiers", start, len(paths))
         part = paths[start:start + BATCH]
-        on_backing = still_written(run, backing.tier, run.index.sizes(
+        on_backing = still_ours(run, backing.tier, run.index.sizes(
             (p for p in part if p not in on_source), placed_in=source))
         going = [(p.name, wanted[p.name]) for p in run.policies if not p.report.stopped]
         items: list[Item] = []
@@ -89,7 +89,7 @@ def _settle(run: Run, policy: TierPolicy, items: list[Item],
         elif report.stopped is None:
             report.stopped = result.message
     run.index.mark(name, done, "placed")
-    run.index.note_written(name, identities(policy.tier, done))
+    run.index.note_identities(name, identities(policy.tier, done))
     run.index.mark(name, failed, None)
     report.copied += len(done)
     report.copied_bytes += sum(done.values())

@@ -34,7 +34,7 @@ def read(run: Run) -> None:
         fresh = batch.cursor
         times = {key: t for t, key in batch.entries}  # the latest change of each key
         with ThreadPoolExecutor(max_workers=16) as pool:
-            found = list(pool.map(run.stores.manifests.record, times))
+            found = list(pool.map(run.stores.manifests.read, times))
         # a record that cannot be read is not a source gone: what it referenced stays
         damaged = {p.stem for p in run.stores.manifests.damaged}
         run.report.damaged_records = len(damaged)

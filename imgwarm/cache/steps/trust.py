@@ -14,16 +14,16 @@ from imgwarm.cache.tiers import Tier
 from imgwarm.store.layout import hash_of_name
 
 
-def still_written(run: Run, tier: Tier, paths: Iterable[str]) -> set[str]:
+def still_ours(run: Run, tier: Tier, paths: Iterable[str]) -> set[str]:
     """Of files the index says a tier holds, those still the very files warm wrote there
     (a copy is read from them): any other is copied from the origin, and replaced."""
-    return unchanged(tier, run.index.written(tier.name, paths))
+    return unchanged(tier, run.index.known_identities(tier.name, paths))
 
 
 def ours(run: Run, tier: Tier, paths: Iterable[str]) -> set[str]:
     """Of ``paths`` in a tier, those of a variant's shape that this index recorded writing
     there, still the very files it wrote: the only ones it may remove unasked."""
-    return still_written(run, tier, (p for p in paths if run.stores.layout.holds(p)))
+    return still_ours(run, tier, (p for p in paths if run.stores.layout.holds(p)))
 
 
 def whole(tier: Tier, name: str, size: int) -> bool:
