@@ -16,7 +16,7 @@ from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.exif import read_exif
 from imgwarm.pipeline.gainmap import GainMap
 from imgwarm.pipeline.jpeg import read_header
-from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, claimed, heif_frames, sniff
+from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, heif_frames, sniff, suffix_format
 from imgwarm.pipeline.vipsutil import VipsComplaint, readable_errors, vips_reason
 
 # Bytes of one sample of each libvips band format.
@@ -77,7 +77,7 @@ def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     kind = sniff(data)
     found = SOURCE_OF.get(kind or "")
     if found is not None and settings.accepts(found):
-        said = claimed(name)  # any format's name (.bmp, .svg...), not the sources' alone
+        said = suffix_format(name)  # any format's name (.bmp, .svg...), not the sources' alone
         # A JPEG goes by its bytes whatever its name (cameras and uploads misname them);
         # another format under a name that says something else is a mistake, or a trick.
         if found == "jpeg" or said is None or _family(SOURCE_OF.get(said)) == _family(found):

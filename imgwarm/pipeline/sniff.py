@@ -38,7 +38,7 @@ _SIGNATURES: list[tuple[int, bytes, str]] = [
 _TEXT_HINTS = [(b"<svg", "SVG"), (b"<?xml", "XML/SVG"), (b"<html", "HTML"), (b"<!doctype", "HTML")]
 
 # Names that claim a format: a PNG named like this is mislabelled.
-CLAIMING_SUFFIXES = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.items()} | {
+SUFFIX_FORMATS = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.items()} | {
     ".webp": "WebP", ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
     ".avif": "AVIF", ".heic": "HEIC", ".heif": "HEIF", ".jxl": "JPEG XL", ".svg": "SVG",
     ".svgz": "SVG", ".pdf": "PDF", ".ico": "ICO", ".psd": "Photoshop PSD", ".jp2": "JPEG 2000",
@@ -117,6 +117,7 @@ def sniff(data: bytes) -> str | None:
     return None
 
 
-def claimed(name: str) -> str | None:
-    """The format a file name claims by its suffix, if any."""
-    return CLAIMING_SUFFIXES.get(PurePath(name).suffix.lower())
+def suffix_format(name: str) -> str | None:
+    """The format a file name names by its suffix, if any (checked against the bytes, never
+    trusted alone: probe.py)."""
+    return SUFFIX_FORMATS.get(PurePath(name).suffix.lower())
