@@ -376,6 +376,7 @@ class Source:
     height: int
     transposed: bool
     cmyk: bool
+    gain_map: bool = False  # an Ultra HDR JPEG: imgwarm keeps its JPEG at every width
 
     @property
     def widths(self) -> list[int]:
@@ -412,7 +413,8 @@ def stage(files: list[Path], repeat: int, folder: Path) -> list[Source]:
             if transposed:
                 width, height = height, width
             staged.append(Source(target, width, height, transposed,
-                                 header.interpretation == "cmyk"))
+                                 header.interpretation == "cmyk",
+                                 gain_map=b"hdrgm:" in target.read_bytes()[:1 << 16]))
     return staged
 
 
@@ -436,11 +438,13 @@ class Plan:
 
     def expected(self, contender: str) -> tuple[int, int]:
         """The number of WebP and JPEG files a complete run makes (the JPEG at the fallback
-        widths; an (e) older than fallback_widths makes it at every width: see check)."""
+        widths, and at every width of an Ultra HDR source in imgwarm, whose HDR screens take
+        the JPEG; an (e) older than fallback_widths makes it at every width: see check)."""
         if contender == "d":
             return sum(len(s.widths) for s in self.cwebp_sources), 0
         return (sum(len(s.widths) for s in self.sources),
-                sum(len(fallback_at(s.widths)) for s in self.sources))
+                sum(len(s.widths if s.gain_map and contender == "a" else fallback_at(s.widths))
+                    for s in self.sources))
 
 
 def _clean_env() -> dict[str, str]:

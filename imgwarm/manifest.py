@@ -1,15 +1,16 @@
 """Manifest: per source, what was made from it, and the other plain data every part shares.
 
-Manifest, Variant, Failure, Tombstone, Credits and a source's result: plain data and their
-JSON form, no I/O (the manifest store, in ``imgwarm.store.manifests``, keeps them). Picture
-tags, preload maps and ``warm`` read manifests; ``--json`` lines are results.
+Manifest, Variant, Failure, Tombstone and a source's result: plain data and their JSON form,
+no I/O (the manifest store, in ``imgwarm.store.manifests``, keeps them). Picture tags, preload
+maps and ``warm`` read manifests; ``--json`` lines are results. What a manifest carries
+besides its variants (Credits, Placeholder) is in carried.py, re-exported here.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import (
@@ -21,9 +22,10 @@ from pydantic import (
     model_serializer,
 )
 
-from imgwarm.exceptions import SettingsError
+from imgwarm.carried import TEXT_CAPACITY as TEXT_CAPACITY  # (re-exported: carried.py)
+from imgwarm.carried import Credits as Credits
+from imgwarm.carried import Placeholder as Placeholder
 from imgwarm.formats import Format
-from imgwarm.text import first_unsafe, fit_utf8
 
 # Escaped in JSON text beyond what json.dumps escapes: lone surrogates (the odd bytes of a file
 # name that is not UTF-8, as Python holds them), C1 controls and line separators (which some
@@ -66,21 +68,6 @@ class Variant(BaseModel):
             if not found.get(flag):
                 found.pop(flag, None)
         return found
-
-
-class Placeholder(BaseModel):
-    """What a page shows before the image (pipeline/placeholder.py). Read from a manifest
-    file, so checked again where it goes into a page (serve/picture.py)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    color: str  # the dominant colour, #rrggbb; "" with lqip "": none can be shown
-    lqip: str  # a tiny WebP as a data URI
-
-    @classmethod
-    def none(cls) -> Placeholder:
-        """Looked for, and none to show (see-through pixels): not looked for again."""
-        return cls(color="", lqip="")
 
 
 class Manifest(BaseModel):
@@ -168,65 +155,6 @@ def parse_record(raw: bytes) -> Record | None:
             continue
         return found
     return None
-
-
-# Bytes of text an output's EXIF holds: "Exif\0\0" and the TIFF block fill one JPEG APP1
-# segment (65,533 bytes after its length), less the block's own structure for three ASCII
-# entries (59 bytes, as piexif writes it: tests/pipeline/test_metadata.py checks the sum).
-TEXT_CAPACITY = 65_474
-
-
-@dataclass(frozen=True)
-class Credits:
-    """The text an output carries for search engines and rights holders."""
-
-    description: str | None = None
-    copyright: str | None = None
-    artist: str | None = None
-
-    @classmethod
-    def given(cls, description: str | None = None, copyright: str | None = None,
-              artist: str | None = None) -> Credits:
-        """Credits given by a user, trimmed: blank means "not given". Text with control or
-        bidi characters, or too long for an output's EXIF, is refused (SettingsError naming
-        the option): it would be stored as is, or cut, without the user knowing."""
-        values = {"description": description, "copyright": copyright, "artist": artist}
-        for name, value in values.items():
-            bad = first_unsafe(value) if value is not None else None
-            if bad is not None:
-                raise SettingsError(
-                    f"{name}: contains the control or bidi character U+{ord(bad):04X}; "
-                    "give plain text on one line")
-        credits = cls(**{name: (value.strip() or None) if value is not None else None
-                         for name, value in values.items()})
-        size = credits.size()
-        if size > TEXT_CAPACITY:
-            given = ", ".join(n for n, v in values.items() if v)
-            raise SettingsError(
-                f"{given}: {size:,} bytes of UTF-8 text, over the {TEXT_CAPACITY:,} bytes an "
-                "output's EXIF holds (description, copyright and artist together)")
-        return credits
-
-    def size(self) -> int:
-        """UTF-8 bytes of the texts together."""
-        return sum(len(v.encode("utf-8")) for v in vars(self).values() if v is not None)
-
-    def arguments(self) -> dict[str, str]:
-        """The texts given, by name (for a queued job's JSON arguments)."""
-        return {k: v for k, v in vars(self).items() if v is not None}
-
-    def merged_over(self, base: Credits) -> Credits:
-        """These values where given, else the base's; the base's text is trimmed so that the
-        whole fits an output's EXIF (given text always fits: ``given`` checks it)."""
-        room = TEXT_CAPACITY - self.size()
-        kept: dict[str, str | None] = {}
-        for item in fields(self):
-            mine, theirs = getattr(self, item.name), getattr(base, item.name)
-            if mine is None and theirs is not None:
-                theirs = fit_utf8(theirs, room) or None
-                room -= len(theirs.encode("utf-8")) if theirs else 0
-                kept[item.name] = theirs
-        return replace(self, **kept)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,12 @@ from imgwarm.config.marks import (
 )
 from imgwarm.config.units import Duration, Size
 from imgwarm.formats import ORDER, SOURCES, Format, SourceFormat
+from imgwarm.imageoptions import ImageOptions, ImageRules
 
-# A worker process at rest (libvips, numpy, pydantic loaded; RSS measured 68 MiB, 35 of it
-# its own, the rest shared libraries), and what making a 12-megapixel photo is estimated to
-# take at the default widths (pipeline/memory.py): max_memory holds the workers and one such.
+# A worker process at rest: a queue worker's pool process (libvips, numpy, pydantic loaded;
+# RSS measured 68 MiB, 35 of it its own; optimize's workers, without pydantic, 52 MiB), and
+# what making a 12-megapixel photo is estimated to take at the default widths
+# (pipeline/memory.py): max_memory holds the workers and one such.
 IDLE_WORKER = 72 << 20
 ONE_DECODE = 200 << 20
 
@@ -36,7 +38,7 @@ JXL_EFFORT = 3
 Quality = int | Literal["auto"]
 
 
-class ImageSettings(Group):
+class ImageSettings(Group, ImageRules):
     """Widths, formats, qualities, limits, metadata."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
@@ -169,31 +171,6 @@ class ImageSettings(Group):
             raise ValueError(f"{value!r}: a quality is 1..100, or auto")
         return int(text)
 
-    def auto_quality(self) -> bool:
-        """Is any format's quality auto (the target then changes outputs)?"""
-        return "auto" in (self.webp_quality, self.jpeg_quality, self.avif_quality,
-                          self.jxl_quality)
-
-    def thins_fallback(self) -> bool:
-        """Is the JPEG a fallback made at fewer widths (fallback_widths then changes outputs)?"""
-        return bool(self.fallback_widths) and len(self.formats) > 1
-
-    def makes_jxl(self) -> bool:
-        """Is JPEG XL among the formats (its settings then change outputs)?"""
-        return "jxl" in self.formats
-
-    def predicts_quality(self) -> bool:
-        """Are some auto qualities predicted (quality_check_width then changes outputs)?"""
-        return self.auto_quality() and self.quality_check_width > 0
-
-    def byte_ladder(self) -> bool:
-        """Are widths chosen by bytes (width_step_bytes and max_widths then change outputs)?"""
-        return self.width_step_bytes > 0
-
-    def quality(self, fmt: Format) -> int | Literal["auto"]:
-        found: int | Literal["auto"] = getattr(self, f"{fmt}_quality")
-        return found
-
     @field_validator("widths", "fallback_widths", "formats", "source_formats", mode="before")
     @classmethod
     def _csv(cls, value: Any) -> Any:
@@ -219,9 +196,10 @@ class ImageSettings(Group):
         order: tuple[str, ...] = ORDER if info.field_name == "formats" else SOURCES
         return [f for f in order if f in value]
 
-    def accepts(self, source: SourceFormat) -> bool:
-        """Is a source of this format taken (accept_png=false still refuses PNG)?"""
-        return source in self.source_formats and (source != "png" or self.accept_png)
+    def options(self) -> ImageOptions:
+        """These values as plain, read-only data with the same rules, for a worker process
+        (which then never loads pydantic: imageoptions.py)."""
+        return ImageOptions(dict(self))
 
     def effective_workers(self) -> int:
         return self.workers or (os.cpu_count() or 1)

@@ -11,14 +11,17 @@ one). EXIF bytes from piexif are written exactly as given, so UTF-8 survives in 
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import piexif
 import pyvips
 from PIL import Image
 
-from imgwarm.config import ImageSettings
 from imgwarm.formats import OUTPUTS, Format
 from imgwarm.pipeline import jxl
+
+if TYPE_CHECKING:  # (a worker gets ImageOptions, the same names: imageoptions.py)
+    from imgwarm.config import ImageSettings
 
 
 class Frame:

@@ -40,8 +40,8 @@ from imgwarm.exceptions import DecoderCrashed, JobTimedOut, NoWorker
 from imgwarm.pipeline.worker import Worker, _Died, _NotStarted, _Overdue
 
 if TYPE_CHECKING:  # (not loaded to start workers ahead: ``prestart`` runs before pydantic is)
+    from imgwarm.carried import Credits, Placeholder
     from imgwarm.config import ImageSettings
-    from imgwarm.manifest import Credits, Placeholder
     from imgwarm.pipeline.made import Made
 
 
@@ -219,13 +219,15 @@ class Isolated:
         return value
 
     def make(self, data: bytes, name: str, settings: ImageSettings, given: Credits) -> Made:
-        made: Made = self._run(name, ("make", self._parallel, data, name, settings, given),
-                               settings.job_timeout)
+        # (the settings as plain data: a worker never loads pydantic, imageoptions.py)
+        made: Made = self._run(name, ("make", self._parallel, data, name, settings.options(),
+                                      given), settings.job_timeout)
         return made
 
     def preview(self, data: bytes, name: str, settings: ImageSettings) -> Placeholder:
-        found: Placeholder = self._run(name, ("preview", self._parallel, data, name, settings),
-                                       settings.job_timeout)
+        found: Placeholder = self._run(
+            name, ("preview", self._parallel, data, name, settings.options()),
+            settings.job_timeout)
         return found
 
     def pids(self) -> list[int]:

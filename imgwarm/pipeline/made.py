@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from imgwarm.formats import Format
 
 if TYPE_CHECKING:
-    from imgwarm.manifest import Credits, Placeholder
+    from imgwarm.carried import Credits, Placeholder
 
 
 @dataclass(frozen=True)

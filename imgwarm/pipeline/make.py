@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import pyvips
 
-from imgwarm.config import ImageSettings
+from imgwarm.carried import Credits, Placeholder
 from imgwarm.exceptions import CorruptImage, LimitExceeded, SourceError
 from imgwarm.formats import OUTPUTS, Format
-from imgwarm.manifest import Credits, Placeholder
 from imgwarm.pipeline import gainmap, jxl, metadata
 from imgwarm.pipeline.budget import budget
 from imgwarm.pipeline.colour import to_srgb
@@ -47,6 +46,7 @@ from imgwarm.pipeline.vipsutil import (
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
+    from imgwarm.config import ImageSettings
     from imgwarm.quality.ssimulacra2 import Reference
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import piexif
 
-from imgwarm.manifest import Credits
+from imgwarm.carried import Credits
 from imgwarm.pipeline.exif import ExifDict
 from imgwarm.text import clean, decode_mixed
 

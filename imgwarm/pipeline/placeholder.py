@@ -23,7 +23,7 @@ import numpy
 import pyvips
 from PIL import Image
 
-from imgwarm.manifest import Placeholder
+from imgwarm.carried import Placeholder
 
 PREVIEW_SIDE = 16
 MAX_URI = 300

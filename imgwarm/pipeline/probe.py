@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import piexif
 import pyvips
 
-from imgwarm.config import ImageSettings
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
 from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
 from imgwarm.pipeline import gainmap
@@ -18,6 +17,9 @@ from imgwarm.pipeline.gainmap import GainMap
 from imgwarm.pipeline.jpeg import read_header
 from imgwarm.pipeline.sniff import NAMES, SOURCE_OF, heif_frames, sniff, suffix_format
 from imgwarm.pipeline.vipsutil import VipsComplaint, readable_errors, vips_reason
+
+if TYPE_CHECKING:  # (a worker gets ImageOptions, the same names: imageoptions.py)
+    from imgwarm.config import ImageSettings
 
 # Bytes of one sample of each libvips band format.
 SAMPLE_BYTES = {"uchar": 1, "char": 1, "ushort": 2, "short": 2, "uint": 4, "int": 4,

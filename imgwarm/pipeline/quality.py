@@ -10,15 +10,18 @@ jump to full colour at 90 overshoots it.
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy
 from PIL import Image
 
-from imgwarm.config import ImageSettings
 from imgwarm.formats import OUTPUTS, Format
 from imgwarm.pipeline.encode import Frame, encode
 from imgwarm.quality.search import Chosen, lowest_quality
 from imgwarm.quality.ssimulacra2 import Reference
+
+if TYPE_CHECKING:  # (a worker gets ImageOptions, the same names: imageoptions.py)
+    from imgwarm.config import ImageSettings
 
 WHITE = [255, 255, 255]  # what a format without alpha is flattened on (encode.py)
 FULL_CHROMA = 90  # libvips' JPEG keeps colour at full resolution from this quality up
