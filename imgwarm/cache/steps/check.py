@@ -13,7 +13,7 @@ from imgwarm.racepoints import reached
 
 def identities(run: Run) -> None:
     """A tier whose identity is missing or not the one the index knows holds nothing: the
-    index forgets it, and it is claimed again."""
+    index forgets it, and it is given a new identity."""
     for policy in run.policies:
         tier = policy.tier
         found, known = tier.identity(), run.index.meta(f"tier:{tier.name}")
