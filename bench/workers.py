@@ -134,8 +134,8 @@ def run_queue(imgwarm: str, setup: Setup, photos: list[Path], workers: int) -> f
 def latency(work: Path, redis_port: int, files: list[Path], samples: int,
             workers: int) -> dict[str, list[float]]:
     """Enqueue -> manifest for one job at a time on an idle worker; the same job again
-    (skipped); and the same work in-process (imgwarm.optimize, warm)."""
-    from imgwarm import optimize
+    (skipped); and the same work in-process (imgwarm.optimize_file, warm)."""
+    from imgwarm import optimize_file
     from imgwarm.workers.client import enqueue_all
 
     sizes = sorted(files, key=lambda p: p.stat().st_size)
@@ -167,7 +167,7 @@ def latency(work: Path, redis_port: int, files: list[Path], samples: int,
         copy = setup.root / f"inproc-{number}-{photo.name}"
         shutil.copyfile(photo, copy)
         start = time.perf_counter()
-        optimize(copy, settings=local)
+        optimize_file(copy, settings=local)
         if number:  # the first one warms up
             found["in_process"].append(time.perf_counter() - start)
     found["photo"] = [float(photo.stat().st_size)]
@@ -194,7 +194,7 @@ def markdown(context: dict[str, Any]) -> str:
         "|---|---:|",
         f"| enqueue -> manifest | {lat['queue']:.0f} |",
         f"| enqueue -> done when skipped (same bytes and settings) | {lat['skipped']:.0f} |",
-        f"| same work in-process (`imgwarm.optimize`, warm) | {lat['in_process']:.0f} |",
+        f"| same work in-process (`imgwarm.optimize_file`, warm) | {lat['in_process']:.0f} |",
     ]
     return "\n".join(lines)
 

@@ -222,8 +222,9 @@ def settings_page() -> str:
         "",
         *(markdown_text(p, links) + "\n" for p in paragraphs(config.__doc__ or "")),
         "Each setting has one name: the key in the TOML file (`name = value` lines, as "
-        "`imgwarm config` prints them), the keyword of `imgwarm.load_settings` and "
-        "`imgwarm.optimize`, and, upper-cased after `IMGWARM_`, the environment variable. "
+        "`imgwarm config` prints them), the keyword of `imgwarm.load_settings` and of "
+        "every `imgwarm` call's `**options`, and, upper-cased after `IMGWARM_`, the "
+        "environment variable. "
         "`imgwarm config` prints the settings in effect; `imgwarm config --json` as JSON. "
         "A value outside its range is refused at start, naming the setting, where it came "
         "from and what is allowed (exit status 2).",

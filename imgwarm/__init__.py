@@ -1,9 +1,10 @@
 """imgwarm: photos in, compact web variants out, named by content hash, laid out for nginx.
 
-Web apps call :func:`optimize` on upload (in-process)::
+Web apps call :func:`optimize_file` on upload (in-process), or :func:`optimize_key` for an
+original already in the origin (local directory or S3 bucket)::
 
     import imgwarm
-    manifest = imgwarm.optimize("upload.jpg", description="Red bicycle", widths=[320, 640])
+    manifest = imgwarm.optimize_file("upload.jpg", description="Red bicycle", widths=[320, 640])
     for variant in manifest.variants:
         print(variant.format, variant.width, variant.path)
 
@@ -13,11 +14,15 @@ or, with workers (``imgwarm worker``) on a Redis broker, queue the stored origin
 
 Every error class is here at once (imgwarm.exceptions imports nothing: ``except
 imgwarm.SourceError``); the other names are imported on first use (PEP 562): ``import
-imgwarm`` loads neither libvips, Celery nor pydantic.
+imgwarm`` loads neither libvips, Celery nor pydantic. Every type a function returns or takes
+is exported too (``from imgwarm import WarmReport``), and every function that uses settings
+takes them by name as ``**options`` (``widths=[320]``), an unknown name being one
+SettingsError that names it.
 """
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,20 +68,23 @@ if TYPE_CHECKING:
     from imgwarm.workers.client import DeleteJob, Job
 
 __all__ = [
-    "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "FormatTooNew",
-    "ImgwarmError",
-    "JobFailed", "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "MalformedEvent",
+    "BrokerError", "ConfigValueError", "CorruptImage", "Credits", "DecoderCrashed", "DeleteJob",
+    "Deletion", "FormatTooNew", "FsckReport", "GcReport", "ImgwarmError", "Job", "JobFailed",
+    "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "MalformedEvent",
     "Manifest", "NginxError", "NoWorker", "NotAnOriginal", "ObjectTooLarge", "PagesError",
     "PictureError", "RefusedBefore", "Settings", "SettingsError", "SourceError", "StorageError",
-    "TooDeep",
-    "TransientStorageError", "UnknownSource", "UnreadableSource", "UnsupportedFormat", "Variant",
-    "WarmBusy", "__version__",
-    "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize", "picture",
-    "register_jinja", "warm",
+    "TooDeep", "TransientStorageError", "UnknownSource", "UnreadableSource", "UnsupportedFormat",
+    "Variant", "WarmBusy", "WarmReport", "__version__",
+    "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize",
+    "optimize_file", "optimize_key", "picture", "register_jinja", "warm",
 ]
+# Where each lazily imported name lives (imported on first use: Job and DeleteJob bring Celery).
 _WHERE = {
     "Credits": "imgwarm.manifest", "Manifest": "imgwarm.manifest", "Variant": "imgwarm.manifest",
     "Settings": "imgwarm.config", "load_settings": "imgwarm.config",
+    "WarmReport": "imgwarm.cache.warm", "Deletion": "imgwarm.lifecycle.delete",
+    "FsckReport": "imgwarm.lifecycle.fsck", "GcReport": "imgwarm.lifecycle.gc",
+    "Job": "imgwarm.workers.client", "DeleteJob": "imgwarm.workers.client",
 }
 
 
@@ -90,6 +98,73 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'imgwarm' has no attribute {name!r}")
 
 
+def optimize_file(
+    path: str | Path,
+    *,
+    key: str | None = None,
+    settings: Settings | None = None,
+    description: str | None = None,
+    copyright: str | None = None,
+    artist: str | None = None,
+    **options: Any,
+) -> Manifest:
+    """Make the variants of the local image file ``path`` and return its manifest; the file
+    is read from this machine's disk whatever the origin, and the variants and manifest go to
+    the configured origin (local directory, or S3 with IMGWARM_ORIGIN=s3).
+
+    ``key`` names the source in the manifest store: by default its absolute path with the
+    local origin; with the S3 origin it is required (the name the bucket knows it by:
+    SettingsError without it). ``options`` are settings by name (``widths=[320, 640]``,
+    ``webp_quality=75``...), applied over ``settings`` (default: loaded from imgwarm.toml and
+    IMGWARM_* variables). Raises SourceError for a bad image (permanent), SettingsError for an
+    unknown option or text that cannot be stored, LayoutError for an unsafe key, and other
+    ImgwarmError subclasses for the rest."""
+    from imgwarm.manifest import Credits
+    from imgwarm.pipeline.optimize import optimize_file as run
+    from imgwarm.store import Stores, check_source_key
+
+    settings = _settings(settings, options)
+    credits = Credits.given(description=description, copyright=copyright, artist=artist)
+    if settings.store.origin == "s3":  # (a local store knows a file by its absolute path)
+        if key is None:
+            raise SettingsError(
+                f"origin = s3 (IMGWARM_ORIGIN): optimize_file needs key= for {path} (the name "
+                f"of the source in the bucket)")
+        check_source_key(key)
+    stores = Stores.for_settings(settings.store)
+    manifest = run(Path(path), settings=settings, stores=stores, credits=credits,
+                   key=key).manifest
+    _tell(settings, "published", manifest)
+    return manifest
+
+
+def optimize_key(
+    key: str,
+    *,
+    settings: Settings | None = None,
+    description: str | None = None,
+    copyright: str | None = None,
+    artist: str | None = None,
+    **options: Any,
+) -> Manifest:
+    """Make the variants of the original already stored at ``key`` in the configured origin
+    (a path under origin_root, or a key under the S3 prefix), as ``imgwarm optimize`` and the
+    workers do, and return its manifest. A bad image is recorded as a failure in the manifest
+    store. ``options``: settings by name, as ``optimize_file``'s. Raises UnreadableSource when
+    no original is there, LayoutError for an unsafe key, SourceError for a bad image."""
+    from imgwarm.manifest import Credits
+    from imgwarm.pipeline.optimize import optimize_key as run
+    from imgwarm.store import Stores, check_source_key
+
+    settings = _settings(settings, options)
+    credits = Credits.given(description=description, copyright=copyright, artist=artist)
+    check_source_key(key)
+    manifest = run(key, settings=settings, stores=Stores.for_settings(settings.store),
+                   credits=credits).manifest
+    _tell(settings, "published", manifest)
+    return manifest
+
+
 def optimize(
     path: str | Path,
     *,
@@ -100,21 +175,17 @@ def optimize(
     artist: str | None = None,
     **options: Any,
 ) -> Manifest:
-    """Make the variants of one image and return its manifest, in the configured origin.
-
-    With the local origin (the default), ``path`` is an image file; ``key`` names the source
-    in the manifest store (default: its absolute path). With ``origin = s3``
-    (IMGWARM_ORIGIN=s3), ``path`` is the key of an original already in the bucket, as
-    ``imgwarm optimize`` and the workers take it; a local file (a ``Path``) or a ``key``
-    that differs is refused with one line (SettingsError): upload the original first.
-
-    ``options`` are settings by name (``widths=[320, 640]``, ``webp_quality=75``...), applied
-    over ``settings`` (default: loaded from imgwarm.toml and IMGWARM_* variables). Raises
-    SourceError for a bad image (permanent), SettingsError for text that cannot be stored,
-    LayoutError for an unsafe key, and other ImgwarmError subclasses for the rest.
-    """
+    """Deprecated (DeprecationWarning): ``optimize_file`` for a local file, ``optimize_key``
+    for an original in the origin. Behaves as before: with the local origin ``path`` is an
+    image file (``key``: its name in the manifest store); with ``origin = s3`` it is the key
+    of an original in the bucket, and a local file (a ``Path``) or a ``key`` that differs is
+    refused with one line (SettingsError)."""
     from imgwarm.manifest import Credits
 
+    warnings.warn(
+        "imgwarm.optimize is deprecated: use imgwarm.optimize_file(path) for a local file or "
+        "imgwarm.optimize_key(key) for an original in the origin", DeprecationWarning,
+        stacklevel=2)
     settings = _settings(settings, options)
     credits = Credits.given(description=description, copyright=copyright, artist=artist)
     manifest = _optimize(path, settings, key, credits)
@@ -193,12 +264,13 @@ def picture(
     css_class: str | None = None,
     base_url: str = "/",
 ) -> str:
-    """The ``<picture>`` tag of an optimized source (its manifest, as ``optimize`` returns
-    it): AVIF and WebP ``<source>``s and a JPEG ``<img>``, every width in ``srcset``, width
+    """The ``<picture>`` tag of an optimized source (its manifest, as ``optimize_file``
+    returns it): AVIF and WebP ``<source>``s and a JPEG ``<img>``, every width in ``srcset``, width
     and height set, the placeholder as its background; ``eager`` for the hero, ``low`` for
     an image below the fold on small screens that large ones may show. Every string
     from the manifest is escaped; PictureError for a manifest that cannot make a safe tag,
-    SettingsError for an option that cannot (named: ``sizes``, ``css_class``, ``base_url``)."""
+    SettingsError for an option that cannot (named: ``sizes``, ``css_class``, ``base_url``).
+    It reads the manifest alone, so it takes no settings (no ``**options``)."""
     from imgwarm.serve.picture import picture as render
 
     return render(manifest, sizes=sizes, alt=alt, eager=eager, css_class=css_class,
@@ -219,13 +291,16 @@ def enqueue(
     description: str | None = None,
     copyright: str | None = None,
     artist: str | None = None,
+    **options: Any,
 ) -> Job:
     """Queue the original stored at ``key`` in the origin (S3 key under the prefix, or path
     under origin_root) for the workers, and return at once. ``job.wait()`` blocks until it
-    ends; ``imgwarm status KEY`` tells where it stands. Raises LayoutError for an unsafe key
-    and BrokerError when Redis cannot be reached (nothing is queued then)."""
+    ends; ``imgwarm status KEY`` tells where it stands. ``options``: settings by name (the
+    broker's, ``redis_url=...``; the image settings are the workers' own). Raises LayoutError
+    for an unsafe key and BrokerError when Redis cannot be reached (nothing is queued then)."""
     from imgwarm.workers.client import enqueue as enqueue_job
 
+    settings = _settings(settings, options)
     return enqueue_job(key, description=description, copyright=copyright, artist=artist,
                        settings=settings)
 
@@ -252,13 +327,13 @@ def delete(
 
 
 def enqueue_delete(key: str, *, settings: Settings | None = None,
-                   original: bool = False) -> DeleteJob:
+                   original: bool = False, **options: Any) -> DeleteJob:
     """Queue the takedown of ``key`` for the workers (for a web app's delete handler);
-    ``job.wait()`` returns what it removed. Raises LayoutError for an unsafe key and
-    BrokerError when Redis cannot be reached."""
+    ``job.wait()`` returns what it removed. ``options``: settings by name. Raises LayoutError
+    for an unsafe key and BrokerError when Redis cannot be reached."""
     from imgwarm.workers.client import enqueue_delete as send
 
-    return send(key, original=original, settings=settings)
+    return send(key, original=original, settings=_settings(settings, options))
 
 
 def fsck(

@@ -108,15 +108,15 @@ def test_failure_midway_leaves_no_file(settings: Settings, tmp_path: Path, allow
 def test_python_api(settings: Settings, tmp_path: Path) -> None:
     source = tmp_path / "upload.jpg"
     source.write_bytes(bytes(photo(900, 600).jpegsave_buffer()))
-    manifest = imgwarm.optimize(source, settings=settings, description="Uploaded",
-                                widths=[300, 600], formats=["webp"])
+    manifest = imgwarm.optimize_file(source, settings=settings, description="Uploaded",
+                                     widths=[300, 600], formats=["webp"])
     assert [(v.format, v.width) for v in manifest.variants] == [("webp", 300), ("webp", 600)]
     assert manifest.description == "Uploaded"
     assert manifest.key == str(source.resolve())
     assert (settings.store.origin_root / manifest.variants[0].path).is_file()
     with pytest.raises(imgwarm.SourceError, match="empty file"):
         (tmp_path / "empty.jpg").write_bytes(b"")
-        imgwarm.optimize(tmp_path / "empty.jpg", settings=settings)
+        imgwarm.optimize_file(tmp_path / "empty.jpg", settings=settings)
 
 
 def test_no_temp_files_and_readable_permissions(settings: Settings) -> None:

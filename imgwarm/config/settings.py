@@ -1,9 +1,10 @@
 """The Settings root: its groups, where values come from, and the errors that name them.
 
 Groups are internal: every setting keeps one flat public name, used alike as the TOML key, the
-keyword of ``load_settings``/``imgwarm.optimize`` and, upper-cased after ``IMGWARM_``, the
-environment variable (``webp_quality``, ``IMGWARM_WEBP_QUALITY``). A subsystem takes its group
-(``settings.image``, ``settings.store``...); a new subsystem adds a group here.
+keyword of ``load_settings`` and of every ``imgwarm`` call's ``**options`` and, upper-cased
+after ``IMGWARM_``, the environment variable (``webp_quality``, ``IMGWARM_WEBP_QUALITY``). A
+subsystem takes its group (``settings.image``, ``settings.store``...); a new subsystem adds a
+group here.
 """
 
 from __future__ import annotations
