@@ -51,6 +51,7 @@ from imgwarm.exceptions import (
     SourceError,
     StorageError,
     TooDeep,
+    TransientError,
     TransientStorageError,
     UnknownSource,
     UnreadableSource,
@@ -73,8 +74,8 @@ __all__ = [
     "JobTimedOut", "LayoutError", "LimitExceeded", "LogFormatError", "MalformedEvent",
     "Manifest", "NginxError", "NoWorker", "NotAnOriginal", "ObjectTooLarge", "PagesError",
     "PictureError", "RefusedBefore", "Settings", "SettingsError", "SourceError", "StorageError",
-    "TooDeep", "TransientStorageError", "UnknownSource", "UnreadableSource", "UnsupportedFormat",
-    "Variant", "WarmBusy", "WarmReport", "__version__",
+    "TooDeep", "TransientError", "TransientStorageError", "UnknownSource", "UnreadableSource",
+    "UnsupportedFormat", "Variant", "WarmBusy", "WarmReport", "__version__",
     "delete", "enqueue", "enqueue_delete", "fsck", "gc", "load_settings", "optimize",
     "optimize_file", "optimize_key", "picture", "register_jinja", "warm",
 ]

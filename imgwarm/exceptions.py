@@ -1,9 +1,11 @@
 """The error hierarchy of imgwarm, in one place: every class imgwarm raises on purpose.
 
 Each class says how the command line ends on it (``exit_code``: 2 for what the user gave,
-a setting, an option, a key; 1 for work that failed) and whether trying again may cure it
-(``transient``: queued jobs retry on those, with backoff; nothing else is retried). The CLI
-maps them in one place (imgwarm/cli/common.py): one line on stderr, that exit status.
+a setting, an option, a key; 1 for work that failed). Whether trying again may cure it is
+said by type, as httpx groups its retryable errors: a ``TransientError`` may pass (queued
+jobs retry it, with backoff: workers/task.py's ``autoretry_for``), and nothing else is
+retried. The CLI maps them in one place (imgwarm/cli/common.py): one line on stderr, that
+exit status.
 
 ImgwarmError                      exit 1  the base: anything not said below
 ├── SettingsError                 exit 2  a setting or option is out of range or malformed;
@@ -24,12 +26,15 @@ ImgwarmError                      exit 1  the base: anything not said below
 │   ├── NoWorker                          no worker process could be started (may pass)
 │   └── RefusedBefore                     the same bytes were refused before (reason recorded)
 ├── StorageError                  exit 1  writing to or reading from the origin or stores failed
-│   └── TransientStorageError     exit 1  transient: S3 5xx, timeout, connection, a full disk
+│   └── TransientStorageError     exit 1  S3 5xx, timeout, connection, a full disk (also a
+│                                         TransientError)
+├── TransientError                exit 1  may pass: queued jobs retry it, with backoff
+│   ├── TransientStorageError             (above)
+│   ├── BrokerError                       the queue (Redis) cannot be reached
+│   └── WarmBusy                          another warm run holds these tiers
 ├── ObjectTooLarge                exit 1  a stored object is over the size a read allows
 ├── TooDeep                       exit 1  a JSON or TOML text nested deeper than its format needs
-├── BrokerError                   exit 1  transient: the queue (Redis) cannot be reached
 ├── JobFailed                     exit 1  a queued job ended in failure (its one line)
-├── WarmBusy                      exit 1  transient: another warm run holds these tiers
 ├── NginxError                    exit 1  nginx refused the config, is missing, or cannot do it
 ├── PagesError                    exit 1  a pages file that cannot be read or names the unknown
 ├── PictureError                  exit 1  a manifest that cannot make a safe <picture> tag
@@ -58,7 +63,11 @@ class ImgwarmError(Exception):
     """Base of every error imgwarm raises on purpose."""
 
     exit_code: ClassVar[int] = EXIT_FAILED
-    transient: ClassVar[bool] = False  # may trying again cure it?
+
+
+class TransientError(ImgwarmError):
+    """A fault that may pass: trying again may cure it. Queued jobs retry every one of these,
+    with backoff (and nothing else: a bad image is never retried)."""
 
 
 class SettingsError(ImgwarmError):
@@ -153,11 +162,9 @@ class StorageError(ImgwarmError):
     """Reading or writing stored files failed (disk full, permissions...)."""
 
 
-class TransientStorageError(StorageError):
-    """A storage fault that may pass: S3 5xx or throttling, timeouts, refused connections.
-    Queued jobs retry on it, with backoff."""
-
-    transient = True
+class TransientStorageError(StorageError, TransientError):
+    """A storage fault that may pass: S3 5xx or throttling, timeouts, refused connections,
+    a full disk."""
 
 
 class ObjectTooLarge(ImgwarmError):
@@ -172,10 +179,8 @@ class TooDeep(ImgwarmError, ValueError):
     """Arrays and objects nested deeper than the format needs."""
 
 
-class BrokerError(ImgwarmError):
+class BrokerError(TransientError):
     """The broker or result backend cannot be reached; the message says what was not queued."""
-
-    transient = True
 
 
 class JobFailed(ImgwarmError):
@@ -183,10 +188,8 @@ class JobFailed(ImgwarmError):
     that Celery's JSON serializer can carry it to whoever waits on the job."""
 
 
-class WarmBusy(ImgwarmError):
+class WarmBusy(TransientError):
     """Another warm run holds these tiers."""
-
-    transient = True
 
 
 class NginxError(ImgwarmError):

@@ -21,7 +21,7 @@ from imgwarm.exceptions import (
     FormatTooNew,
     ImgwarmError,
     JobFailed,
-    TransientStorageError,
+    TransientError,
     about,
 )
 from imgwarm.manifest import Credits
@@ -84,7 +84,7 @@ def run_job(key: str, settings: Settings, credits: Credits, *,
     try:
         outcome = optimize_key(key, settings=settings, stores=process_stores(settings),
                                credits=credits, again=again)
-    except (TransientStorageError, FormatTooNew):  # retried; left for a newer worker
+    except (TransientError, FormatTooNew):  # retried; left for a newer worker
         raise
     except SoftTimeLimitExceeded:
         fail(key, f"took longer than {settings.queue.task_soft_time_limit:g} s "
@@ -181,7 +181,7 @@ def run_delete(key: str, original: bool, settings: Settings, *,
 
     try:
         done = delete(key, process_stores(settings), original=original, when_gone=when_gone)
-    except (TransientStorageError, FormatTooNew):
+    except (TransientError, FormatTooNew):
         raise
     except ImgwarmError as error:
         raise JobFailed(about(key, error)) from None
@@ -216,7 +216,7 @@ def register(app: Celery, settings: Settings) -> None:
     # every task: retried on a transient fault with backoff; JobFailed an expected end
     # (logged in one line, without a traceback)
     retried: dict[str, Any] = {
-        "bind": True, "autoretry_for": (TransientStorageError,), "throws": (JobFailed,),
+        "bind": True, "autoretry_for": (TransientError,), "throws": (JobFailed,),
         "retry_backoff": 1, "retry_backoff_max": int(settings.queue.retry_backoff_max),
         "retry_jitter": True, "max_retries": settings.queue.task_max_retries}
 
@@ -286,7 +286,7 @@ def run_slice(kind: str, shard: str, settings: Settings, options: dict[str, Any]
 
     try:
         return run(kind, shard, settings, **options)
-    except (TransientStorageError, FormatTooNew):
+    except (TransientError, FormatTooNew):
         raise
     except SoftTimeLimitExceeded:
         raise JobFailed(f"{kind} slice {shard}: took longer than the queue's "

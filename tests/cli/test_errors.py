@@ -20,7 +20,7 @@ from imgwarm.exceptions import FormatTooNew, ImgwarmError
 PACKAGE = Path(imgwarm.__file__).parent
 CLASSES = sorted((c for c in vars(exceptions).values()
                   if inspect.isclass(c) and issubclass(c, ImgwarmError)), key=lambda c: c.__name__)
-TRANSIENT = {"TransientStorageError", "BrokerError", "WarmBusy"}
+TRANSIENT = {"TransientError", "TransientStorageError", "BrokerError", "WarmBusy"}
 USAGE = {"SettingsError", "ConfigValueError", "LogFormatError", "LayoutError", "FormatTooNew"}
 
 
@@ -52,13 +52,27 @@ def test_every_public_error_is_defined_in_the_exceptions_module_and_exported() -
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
-def test_each_class_says_its_exit_code_and_whether_it_is_transient(
+def test_each_class_says_its_exit_code_and_by_its_type_whether_it_is_transient(
         cls: type[ImgwarmError]) -> None:
     assert cls.exit_code == (EXIT_USAGE if cls.__name__ in USAGE else EXIT_FAILED)
-    assert cls.transient is (cls.__name__ in TRANSIENT)
+    assert issubclass(cls, exceptions.TransientError) is (cls.__name__ in TRANSIENT)
     # what the workers retry on (imgwarm/workers/task.py) is transient, and nothing permanent
     # is: a bad image is never retried
-    assert not (issubclass(cls, exceptions.SourceError) and cls.transient)
+    assert not (issubclass(cls, exceptions.SourceError) and
+                issubclass(cls, exceptions.TransientError))
+
+
+def test_queued_jobs_retry_by_type() -> None:
+    """Every task retries what is a TransientError, and only that (the worker's own test:
+    tests/workers/test_retries.py)."""
+    from imgwarm.config import Settings
+    from imgwarm.workers.task import worker_app
+
+    app = worker_app(Settings())
+    tasks = [t for name, t in app.tasks.items() if name.startswith("imgwarm.")]
+    assert len(tasks) >= 3
+    for task in tasks:
+        assert tuple(task.autoretry_for) == (exceptions.TransientError,), task.name
 
 
 def test_the_old_import_paths_still_work() -> None:
