@@ -6,7 +6,7 @@
     -> manifest. Anything that stops it removes what it wrote, unless a record now names it or
     another source claims it; a bad original read by key is recorded as a Failure, so that
     every machine can tell why, unless a manifest or tombstone is there: a failed run never
-    leaves a source worse than before (DESIGN.md, I4).
+    leaves a source worse than before (docs/architecture.md, I4).
 """
 
 from __future__ import annotations

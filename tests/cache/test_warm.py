@@ -217,7 +217,7 @@ def test_full_repairs_files_deleted_or_damaged_by_hand(site: Site) -> None:
     assert site.warm().nvme.copied == 0  # a normal run trusts its index
     report = site.warm(full=True)
     assert report.nvme.repaired == 2 and report.nvme.copied == 2
-    # a file warm never wrote is not its to remove, whatever its name (DESIGN.md, I3)
+    # a file warm never wrote is not its to remove, whatever its name (docs/architecture.md, I3)
     assert report.nvme.foreign == 1 and stray.read_bytes() == b"not ours"
     assert site.in_tier("nvme") - {str(stray.relative_to(nvme))} == set(variants(site))
     assert all(whole(nvme, k) for k in keys)

@@ -72,7 +72,7 @@ def bucket_snapshot(client: Any, bucket: str) -> dict[str, tuple[str, str]]:
 
 # --- cache indexes as older versions made them ---------------------------------------------
 
-# imgwarm 0.2.0 (commit c02f84e, imgwarm/cache/index.py): user_version 0, its _SCHEMA, then the
+# imgwarm 0.2.0 (c02f84e:imgwarm/cache/index.py): user_version 0, its _SCHEMA, then the
 # young index it made after its column patches
 INDEX_0_2_0 = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -49,7 +49,7 @@ def reconcile(run: Run) -> None:
     """--full: the tiers as they are, against the index. A file the index does not hold
     goes only when this index recorded writing that very file there (a copy it lost
     track of); any other (a dot file, another program's, a second state folder's copy
-    on a shared root) is left and counted as foreign (DESIGN.md, I3). A file the index
+    on a shared root) is left and counted as foreign (docs/architecture.md, I3). A file the index
     holds that is missing or damaged (size, or hash against the name) is copied again."""
     if not run.full:
         return

@@ -1,6 +1,6 @@
 """Which files in a tier warm may trust: those its index recorded writing there, still the very
 files it wrote (cache/identity.py), and whole (the size the index says, bytes that hash to
-the name). Only those are removed unasked, or read to copy on (DESIGN.md, I3)."""
+the name). Only those are removed unasked, or read to copy on (docs/architecture.md, I3)."""
 
 from __future__ import annotations
 
