@@ -1,6 +1,5 @@
 """The lifecycle's invariants (docs/architecture.md), checked on the real files after anything
-ran: a
-fault, a SIGKILL, commands at the same time. Each check returns a list of violations, one
+ran: a fault, a SIGKILL, commands at the same time. Each check returns a list of violations, one
 readable line each (empty: all holds), so that a failing run says what broke and where.
 
     I1  every manifest that can be read names only variant files that exist in the origin;
