@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from imgwarm.reporting import mib as _mib
+
 
 @dataclass
 class TierReport:
@@ -50,6 +52,7 @@ class WarmReport:
     dry_run: bool = False
     full: bool = False
     seconds: float = 0.0
+    steps: dict[str, float] = field(default_factory=dict)  # each step's seconds, in order
 
     def tiers(self) -> dict[str, TierReport]:
         """The tiers' reports by name, in the order nginx tries the tiers."""
@@ -75,5 +78,3 @@ class WarmReport:
                    if self.damaged_records else "") + f"{self.seconds:.1f} s")
 
 
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"

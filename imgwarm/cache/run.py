@@ -18,9 +18,9 @@ from imgwarm.cache.report import WarmReport
 from imgwarm.cache.tiers import Tiers
 from imgwarm.config import Settings
 from imgwarm.config.cache import CacheSettings
+from imgwarm.reporting import Progress
 from imgwarm.store import Stores
 
-Progress = Callable[[str, int, int], None]
 Waiting = Callable[[], list[tuple[Result, ...]]]  # waits for copies started, gives results
 
 

@@ -35,12 +35,13 @@ from imgwarm.cache.lock import INDEX, lock
 from imgwarm.cache.logformat import LogFormat
 from imgwarm.cache.policy import policies
 from imgwarm.cache.report import WarmReport
-from imgwarm.cache.run import Progress, Run, start_clock
+from imgwarm.cache.run import Run, start_clock
 from imgwarm.cache.steps import check, copy, finish, plan, score, sources
 from imgwarm.cache.steps import evict as evictions
 from imgwarm.cache.tiers import open_tiers
 from imgwarm.config import Settings
 from imgwarm.exceptions import LogFormatError, SettingsError
+from imgwarm.reporting import Progress
 from imgwarm.store import Stores
 from imgwarm.store.format import ACT, READ
 
@@ -60,6 +61,12 @@ STEPS: tuple[Callable[[Run], None], ...] = (
     finish.remember_budgets,
     finish.count,
 )
+
+
+def step_name(step: Callable[[Run], None]) -> str:
+    """A step as the report names it: its module in steps/ and its function
+    (``sources.read``)."""
+    return f"{step.__module__.rsplit('.', 1)[-1]}.{step.__name__}"
 
 
 def warm(settings: Settings, *, access_logs: list[str] | None = None,
@@ -91,8 +98,10 @@ def warm(settings: Settings, *, access_logs: list[str] | None = None,
                   progress=progress or (lambda *_: None), lock=held)
         kept = False
         try:
-            for step in STEPS:
+            for step in STEPS:  # each step's own seconds in the report, in their order
+                began = time.perf_counter()
                 step(run)
+                report.steps[step_name(step)] = round(time.perf_counter() - began, 6)
             kept = not dry_run
         finally:
             if run.copier is not None:

@@ -11,6 +11,7 @@ import click
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.cli.report import bars
 from imgwarm.cli.setting import SettingOption
+from imgwarm.reporting import mib
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def delete(ctx: click.Context, /, keys: tuple[str, ...], original: bool, as_json
             progress("origin", number, len(resolved))
     if not as_json:
         click.echo(f"{len(resolved)} source(s): {len(resolved) - failed} deleted, {failed} "
-                   f"failed; {freed / (1 << 20):,.1f} MiB freed in the origin", err=True)
+                   f"failed; {mib(freed)} freed in the origin", err=True)
     ctx.exit(EXIT_FAILED if failed else EXIT_OK)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from imgwarm.reporting import size_words as _size
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ def json_line(result: SourceResult) -> str:
     return json_text(result.to_object())
 
 
-def _size(n: int) -> str:
-    return f"{n / 1024:.0f} KiB" if n < 1024 * 1024 else f"{n / 1024 / 1024:.1f} MiB"
 
 
 def summarize(manifest: Manifest) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from imgwarm.exceptions import ImgwarmError
 from imgwarm.lifecycle.gc import STALE_CLAIM
 from imgwarm.lifecycle.spool import NAMED, Spool
 from imgwarm.manifest import Credits, Manifest, named, parse_record
+from imgwarm.reporting import Progress
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
 from imgwarm.store.listing import Listings, ahead, listed_times, sharded
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from imgwarm.pipeline.isolate import PixelWork
     from imgwarm.pipeline.optimize import Outcome
 
-Progress = Callable[[str, int, int], None]
 KINDS = ("missing", "unclaimed", "dangling", "damaged")
 PATHS_KEPT = 100_000  # paths a report keeps a kind (its counts stay exact): memory is bounded
 

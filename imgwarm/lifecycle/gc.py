@@ -34,6 +34,7 @@ from imgwarm.config import Settings
 from imgwarm.lifecycle.spool import GONE, NAMED, Spool
 from imgwarm.manifest import Manifest, Tombstone, named
 from imgwarm.racepoints import reached
+from imgwarm.reporting import Progress, mib
 from imgwarm.store import Stores
 from imgwarm.store.format import READ, WRITE
 from imgwarm.store.listing import Listings, ahead, listed_times, sharded, write_time
@@ -44,7 +45,6 @@ from imgwarm.store.shard import Shard, merged_shard
 
 STALE_CLAIM = 3600.0  # seconds: a claim with no manifest younger than this may be in flight
 THREADS = 16  # candidates looked at in flight (each a few round trips on S3)
-Progress = Callable[[str, int, int], None]
 PATHS_KEPT = 100_000  # removed paths a report keeps (its counts stay exact): bounded memory
 Candidate = tuple[str, float, bool]  # variant path, unnamed since, a tombstone's (no grace)
 
@@ -103,8 +103,8 @@ class GcReport:
 
     def line(self) -> str:
         would = "would remove" if self.dry_run else "removed"
-        text = (f"gc: {would} {self.removed:,} variant(s) ({self.removed_bytes / (1 << 20):,.1f}"
-                f" MiB) from the origin; {self.waiting:,} unnamed within the grace period, "
+        text = (f"gc: {would} {self.removed:,} variant(s) ({mib(self.removed_bytes)})"
+                " from the origin; {self.waiting:,} unnamed within the grace period, "
                 f"{self.named:,} named again; {self.looked_at:,} looked at")
         if self.shard != "1/1":
             text += f"; slice {self.shard}"
@@ -114,7 +114,7 @@ class GcReport:
             text += f", {self.damaged:,} damaged record(s) skipped" if self.damaged else ""
         if self.tiers is not None:
             text += "; tiers: " + ", ".join(
-                f"{name} -{t['removed']:,} ({t['bytes'] / (1 << 20):,.1f} MiB)"
+                f"{name} -{t['removed']:,} ({mib(t['bytes'])})"
                 for name, t in self.tiers.items())
         return text + f"; {self.seconds:.1f} s"
 

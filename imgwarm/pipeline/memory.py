@@ -34,6 +34,7 @@ import pyvips
 
 from imgwarm.pipeline.decode import decoded_size
 from imgwarm.pipeline.probe import Probe
+from imgwarm.reporting import mib
 
 MIB = 1 << 20
 _FIXED = 40 * MIB  # libvips line buffers and thread state, encoder tables, Python objects
@@ -81,4 +82,4 @@ def decode_cost(probe: Probe, width: int, height: int, searched: bool = False) -
 
 
 def describe(cost: int) -> str:
-    return f"{cost / MIB:,.0f} MiB"
+    return mib(cost, digits=0)

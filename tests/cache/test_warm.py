@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import select
 import signal
@@ -365,3 +366,17 @@ def test_the_manifest_variants_are_what_warm_places(site: Site) -> None:
     placed = site.in_tier("nvme")
     assert placed == set(variants(site))
     assert all(isinstance(m, Manifest) for m in site.manifests())
+
+
+def test_warm_json_says_each_step_s_own_seconds_in_their_order(site: Site, run_cli: Cli) -> None:
+    from imgwarm.cache.warm import STEPS, step_name
+
+    done = run_cli("warm", "--json", env=site.env())
+    assert done.exit_code == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    steps = report["steps"]
+    assert list(steps) == [step_name(step) for step in STEPS]
+    assert "sources.read" in steps and "copy.copy" in steps
+    assert all(isinstance(s, float) and s >= 0 for s in steps.values())
+    assert sum(steps.values()) <= report["seconds"]
+    assert report["nvme"]["copied"] == len(variants(site))  # (a real run: it placed them)
