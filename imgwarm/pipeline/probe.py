@@ -1,7 +1,12 @@
-"""Probe: what the bytes really are, and their header facts, before any pixel is decoded."""
+"""Probe: what the bytes really are, and their header facts, before any pixel is decoded.
+
+What each source format is and can do is its entry in formats.SOURCE_TYPES; its header is
+read by ``READERS[format]`` (JPEG's and PNG's own readers), else by its libvips loader.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -9,7 +14,7 @@ import piexif
 import pyvips
 
 from imgwarm.exceptions import CorruptImage, LimitExceeded, UnsupportedFormat
-from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
+from imgwarm.formats import SOURCE_TYPES, SourceFormat
 from imgwarm.pipeline import gainmap
 from imgwarm.pipeline.colour import profile_problem
 from imgwarm.pipeline.exif import read_exif
@@ -67,12 +72,9 @@ class Probe:
         return self.width if self.transposed else self.height
 
 
-# One container, two codings: a name of either says the same family.
-_FAMILY: dict[SourceFormat, str] = {"avif": "heif"}
-
-
 def _family(source_format: SourceFormat | None) -> str | None:
-    return _FAMILY.get(source_format, source_format) if source_format else None
+    """The container (one for AVIF and HEIC: a name of either says the same family)."""
+    return SOURCE_TYPES[source_format].family if source_format else None
 
 
 def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
@@ -86,7 +88,8 @@ def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
             return found
         raise UnsupportedFormat(
             name, f"the content is a {kind} image but the name says {said}: refusing a "
-            f"mislabelled file (rename it .{_SUFFIX[found]} to convert it as {kind})"
+            f"mislabelled file (rename it {SOURCE_TYPES[found].suffixes[0]} to convert it as "
+            f"{kind})"
         )
     taken = [NAMES[f] for f in settings.source_formats if settings.accepts(f)]
     accepted = ", ".join(taken[:-1]) + f" or {taken[-1]}" if len(taken) > 1 else taken[0]
@@ -95,17 +98,9 @@ def _accepted(data: bytes, name: str, settings: ImageSettings) -> SourceFormat:
     raise UnsupportedFormat(name, f"the content is a {kind} image, not {accepted}")
 
 
-# The usual suffix of each format, for the message: the first name that says it.
-_SUFFIX: dict[SourceFormat, str] = {}
-for _suffix, _format in SOURCE_SUFFIXES.items():
-    _SUFFIX.setdefault(_format, _suffix.lstrip("."))
-
-
 def loader(source_format: SourceFormat) -> Any:
-    """The libvips loader of a format other than JPEG and PNG (both have their own path)."""
-    return {"webp": pyvips.Image.webpload_buffer, "avif": pyvips.Image.heifload_buffer,
-            "heif": pyvips.Image.heifload_buffer, "tiff": pyvips.Image.tiffload_buffer,
-            "gif": pyvips.Image.gifload_buffer}[source_format]
+    """The libvips loader of a format's pixels (its registry entry's)."""
+    return getattr(pyvips.Image, SOURCE_TYPES[source_format].loader)
 
 
 def _other_format(header: pyvips.Image, source_format: SourceFormat, name: str,
@@ -114,11 +109,12 @@ def _other_format(header: pyvips.Image, source_format: SourceFormat, name: str,
     An animation is refused: a still made of one frame would stand for the whole. A TIFF's
     first page is made; a HEIF's primary image (libheif has applied its rotation and
     mirroring: the header carries no orientation to apply again)."""
+    kind = SOURCE_TYPES[source_format]
     pages = header.get("n-pages") if header.get_typeof("n-pages") else 1
-    if source_format in ("avif", "heif"):  # libvips reads a sequence's still image alone
+    if kind.brands:  # (ISOBMFF) libvips reads a sequence's still image alone
         pages = max(pages, heif_frames(data))
     notes = []
-    if source_format in ("gif", "webp", "avif", "heif") and pages > 1:
+    if kind.animation and pages > 1:
         raise UnsupportedFormat(
             name, f"an animated {NAMES[source_format]} ({pages} frames): imgwarm makes still "
             "images, and a still of one frame would stand for the whole animation")
@@ -138,9 +134,39 @@ def _other_format(header: pyvips.Image, source_format: SourceFormat, name: str,
     return exif, notes
 
 
-def _interlaced_png(data: bytes) -> bool:
+@dataclass(frozen=True)
+class Read:
+    """What a format's own header reader finds before libvips reads the header."""
+
+    pixels: bytes  # what to decode (a JPEG's picture segments alone)
+    exif: bytes | None = None  # the TIFF block of its EXIF
+    buffered: int = 0  # bytes a decoder holds for the whole image (progressive JPEG...)
+    whole: bool = False  # decoded whole into memory though the format streams (Adam7 PNG)
+    adobe: bool = False  # a JPEG with an Adobe marker
+    shrinkable: bool = False  # a JPEG frame the fast shrunk decode handles
+    gain_map: bool = False  # a second picture, said to be an HDR gain map (MPF)
+
+
+def _read_jpeg(data: bytes, name: str) -> Read:
+    """The JPEG header as libjpeg reads it (jpeg.py); a coding libjpeg-turbo cannot decode
+    is refused here."""
+    jpeg = read_header(data)
+    unsupported = jpeg.unsupported()
+    if unsupported is not None:
+        raise CorruptImage(name, f"unsupported JPEG coding: {unsupported}")
+    return Read(jpeg.pixels, jpeg.exif, jpeg.coefficient_bytes(), adobe=jpeg.adobe,
+                shrinkable=jpeg.shrinkable, gain_map=jpeg.mpf and jpeg.gainmap_tag)
+
+
+def _read_png(data: bytes, name: str) -> Read:
     """An interlaced (Adam7) PNG is decoded whole into memory; a plain one row by row."""
-    return data[12:16] == b"IHDR" and len(data) > 28 and data[28] != 0
+    return Read(data, whole=data[12:16] == b"IHDR" and len(data) > 28 and data[28] != 0)
+
+
+# The source formats with a header reader of their own (the others: libvips' header alone,
+# _other_format): a new format adds one here when libvips' header is not enough
+READERS: dict[SourceFormat, Callable[[bytes, str], Read]] = {"jpeg": _read_jpeg,
+                                                             "png": _read_png}
 
 
 def _whole_decode(source_format: SourceFormat, pixels: int, bands: int, sample_bytes: int) -> int:
@@ -180,25 +206,12 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
             "(max_bytes)"
         )
     source_format = _accepted(data, name, settings)
-    pixels, exif, buffered, adobe, interlaced, shrinkable = data, None, 0, False, False, False
-    mpf = False
-    if source_format == "jpeg":
-        jpeg = read_header(data)
-        unsupported = jpeg.unsupported()
-        if unsupported is not None:
-            raise CorruptImage(name, f"unsupported JPEG coding: {unsupported}")
-        shrinkable, mpf = jpeg.shrinkable, jpeg.mpf and jpeg.gainmap_tag
-        pixels, exif = jpeg.pixels, jpeg.exif
-        buffered, adobe = jpeg.coefficient_bytes(), jpeg.adobe
-        load = pyvips.Image.jpegload_buffer
-    elif source_format == "png":
-        interlaced = _interlaced_png(data)
-        load = pyvips.Image.pngload_buffer
-    else:
-        load = loader(source_format)
+    kind = SOURCE_TYPES[source_format]
+    reader = READERS.get(source_format)
+    own = reader(data, name) if reader is not None else Read(data)
     try:
         with readable_errors():
-            header = load(data, access="sequential")
+            header = loader(source_format)(data, access="sequential")
     except pyvips.Error as error:
         reason = vips_reason(error, meaning=False)
         raise VipsComplaint(name, f"corrupt {NAMES[source_format]} header: {reason}") from None
@@ -211,15 +224,16 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
     orientation = header.get("orientation") if header.get_typeof("orientation") else 1
     icc = header.get("icc-profile-data") if header.get_typeof("icc-profile-data") else None
     notes: list[str] = []
-    if source_format not in ("jpeg", "png"):
+    exif, buffered = own.exif, own.buffered
+    if reader is None:  # what libvips' header says of the rest
         exif, notes = _other_format(header, source_format, name, data)
     sample_bytes = SAMPLE_BYTES.get(header.format, 16)
     if source_format == "tiff":
         _check_samples(header, name)
-    if interlaced or source_format not in ("jpeg", "png"):  # decoded whole, into memory
+    if own.whole or not kind.streamed:  # decoded whole, into memory
         buffered = _whole_decode(source_format, width * height, header.bands, sample_bytes)
     gain = None
-    if source_format == "jpeg" and mpf:  # a second picture, said to be an HDR gain map
+    if kind.hdr and own.gain_map:  # a second picture, said to be an HDR gain map
         gain, said = gainmap.find(data, width, height)
         notes += said
         buffered += gain.decoded_bytes if gain else 0
@@ -235,14 +249,14 @@ def probe(data: bytes, name: str, settings: ImageSettings) -> Probe:
         height=height,
         orientation=orientation if 1 <= orientation <= 8 else 1,
         icc=bytes(icc) if icc else None,
-        data=pixels,
+        data=own.pixels,
         bands=header.bands,
         alpha=header.hasalpha(),
-        adobe=adobe,
+        adobe=own.adobe,
         exif=exif,
         buffered=buffered,
         sample_bytes=sample_bytes,
-        shrinkable=shrinkable,
+        shrinkable=own.shrinkable,
         gainmap=gain,
         notes=notes,
     )

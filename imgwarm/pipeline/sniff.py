@@ -1,32 +1,28 @@
 """Sniff: what a file really is, from its first bytes (never from its name).
 
-Only the source formats (formats.SOURCES, as ``source_formats`` allows) are ever handed to a
-decoder, each to its own loader; for the rest it is enough to name them in the refusal, so
-no other libvips loader (SVG, PDF, ImageMagick...) sees untrusted bytes.
+Only the source formats (formats.SOURCE_TYPES, as ``source_formats`` allows) are ever handed
+to a decoder, each to its own loader; their signatures and names come from that registry.
+For the rest it is enough to name them in the refusal, so no other libvips loader (SVG, PDF,
+ImageMagick...) sees untrusted bytes.
 """
 
 from __future__ import annotations
 
 from pathlib import PurePath
 
-from imgwarm.formats import SOURCE_SUFFIXES, SourceFormat
+from imgwarm.formats import SOURCE_TYPES, SourceFormat
 
-JPEG, PNG = "JPEG", "PNG"
-# What a source format is called in messages, and the sniffed names of each.
-NAMES: dict[SourceFormat, str] = {"jpeg": JPEG, "png": PNG, "webp": "WebP", "avif": "AVIF",
-                                  "heif": "HEIC", "tiff": "TIFF", "gif": "GIF"}
+# What a source format is called in messages (and sniffed as), from the registry; a HEIF file
+# of no known coding is a HEIF too
+NAMES: dict[SourceFormat, str] = {kind.name: kind.title for kind in SOURCE_TYPES.values()}
 SOURCE_OF: dict[str, SourceFormat] = {name: fmt for fmt, name in NAMES.items()} | {
     "HEIF": "heif"}
 
-# (offset, signature, format name), checked in order.
+# (offset, signature, format name), checked in order: the sources' (JPEG's SOI as libjpeg
+# reads it: stray bytes may follow it), then formats only named in a refusal
 _SIGNATURES: list[tuple[int, bytes, str]] = [
-    (0, b"\xff\xd8", JPEG),  # as libjpeg: stray bytes may follow the SOI marker
-    (0, b"\x89PNG\r\n\x1a\n", PNG),
-    (8, b"WEBP", "WebP"),
-    (0, b"GIF87a", "GIF"),
-    (0, b"GIF89a", "GIF"),
-    (0, b"II*\x00", "TIFF"),
-    (0, b"MM\x00*", "TIFF"),
+    (offset, signature, kind.title) for kind in SOURCE_TYPES.values() if not kind.brands
+    for offset, signature in kind.signatures] + [
     (0, b"BM", "BMP"),
     (0, b"\x00\x00\x00\x0cJXL ", "JPEG XL"),
     (0, b"\xff\x0a", "JPEG XL"),
@@ -37,18 +33,18 @@ _SIGNATURES: list[tuple[int, bytes, str]] = [
 ]
 _TEXT_HINTS = [(b"<svg", "SVG"), (b"<?xml", "XML/SVG"), (b"<html", "HTML"), (b"<!doctype", "HTML")]
 
-# Names that claim a format: a PNG named like this is mislabelled.
-SUFFIX_FORMATS = {suffix: fmt.upper() for suffix, fmt in SOURCE_SUFFIXES.items()} | {
-    ".webp": "WebP", ".gif": "GIF", ".tif": "TIFF", ".tiff": "TIFF", ".bmp": "BMP",
-    ".avif": "AVIF", ".heic": "HEIC", ".heif": "HEIF", ".jxl": "JPEG XL", ".svg": "SVG",
-    ".svgz": "SVG", ".pdf": "PDF", ".ico": "ICO", ".psd": "Photoshop PSD", ".jp2": "JPEG 2000",
+# What a file name's suffix says: each source type's (a PNG named like one is mislabelled),
+# then formats only named in a refusal.
+SUFFIX_FORMATS = {suffix: kind.title for kind in SOURCE_TYPES.values()
+                  for suffix in kind.suffixes} | {
+    ".heif": "HEIF", ".bmp": "BMP", ".jxl": "JPEG XL", ".svg": "SVG", ".svgz": "SVG",
+    ".pdf": "PDF", ".ico": "ICO", ".psd": "Photoshop PSD", ".jp2": "JPEG 2000",
     ".j2k": "JPEG 2000", ".jpx": "JPEG 2000", ".jxr": "JPEG XR", ".tga": "TGA", ".qoi": "QOI",
 }
 
 
-# ISOBMFF brands (the ftyp box: major, then compatible ones) of the HEIF family.
-_AVIF_BRANDS = {b"avif", b"avis"}
-_HEVC_BRANDS = {b"heic", b"heix", b"hevc", b"hevx", b"heim", b"heis"}
+# ISOBMFF brands (the ftyp box: major, then compatible ones): each source type's (AVIF's
+# first: an AVIF file lists HEIF's generic brands too), then a HEIF of no known coding.
 _HEIF_BRANDS = {b"mif1", b"mif2", b"mif3", b"msf1"}
 
 
@@ -59,10 +55,9 @@ def _heif(data: bytes) -> str | None:
     size = int.from_bytes(data[:4], "big")
     box = data[8:min(max(size, 16), 4096, len(data))]
     brands = {box[i:i + 4] for i in range(0, len(box) - 3, 4)} - {box[4:8]}  # (minor version)
-    if brands & _AVIF_BRANDS:
-        return "AVIF"
-    if brands & _HEVC_BRANDS:
-        return "HEIC"
+    for kind in SOURCE_TYPES.values():
+        if brands & kind.brands:
+            return kind.title
     return "HEIF" if brands & _HEIF_BRANDS else None
 
 
