@@ -1,9 +1,9 @@
 """Formats: one table of what imgwarm knows about the files it reads and writes.
 
 Sources are one registry (``SOURCE_TYPES``): how each is recognised, what it can carry and
-who reads it. Outputs are listed best first, the order a ``<picture>`` offers them in (a browser takes the
-first ``<source>`` it supports). Plain data, no imports: settings, the pipeline, the stores and
-the serving half all read it.
+who reads it. Outputs are listed best first, the order a ``<picture>`` offers them in (a
+browser takes the first ``<source>`` it supports). Plain data, no imports: settings, the
+pipeline, the stores and the serving half all read it.
 """
 
 from __future__ import annotations
