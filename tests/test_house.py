@@ -53,3 +53,16 @@ def test_the_schema_has_what_each_tier_s_role_asks(tmp_path: Path) -> None:
         assert (f"kept_wide_{t}" in indexes) == role.width_bounded
         assert (f"need_{t}" in indexes) == role.backing
     assert role_of(BACKING).backing and sum(role.backing for role in ROLES) == 1
+
+
+def test_variant_keys_go_between_bytes_and_text_in_one_place() -> None:
+    """A log reader keeps keys as bytes, the index as text: the conversion is
+    placeable.key_bytes and key_text, nowhere else in the cache (the index's ``stored``
+    spells a source key, another thing)."""
+    found = {}
+    for path in sorted((PACKAGE / "cache").rglob("*.py")):
+        lines = [n for n, line in enumerate(path.read_text().splitlines(), 1)
+                 if "surrogateescape" in line.split("#")[0]]
+        if lines:
+            found[str(path.relative_to(PACKAGE))] = len(lines)
+    assert found == {"cache/placeable.py": 2, "cache/index/sources.py": 1}

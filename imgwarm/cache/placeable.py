@@ -21,6 +21,17 @@ from imgwarm.store.layout import Layout
 
 NOT_VARIANT = b""  # a safe path that is no variant's (a page, /favicon.ico): not kept
 
+
+def key_bytes(key: str) -> bytes:
+    """A variant key as a log reader keeps it; the one place keys go from text to bytes (a
+    name's odd bytes, kept as surrogates, come back as they were)."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def key_text(key: bytes) -> str:
+    """A variant key as the index keeps it; the one place keys go from bytes to text."""
+    return key.decode("utf-8", "surrogateescape")
+
 # A plain URL path: segments of unreserved characters, none empty or starting with a dot
 # (so no '.', '..' or hidden name), no percent-escapes: its key is itself, with no more checks.
 _PLAIN_PATH = re.compile(rb"(?:/[A-Za-z0-9_~-][A-Za-z0-9._~-]*+)++")
@@ -66,8 +77,7 @@ class Placeable:
         key = url_key(path, self.prefix)
         if key is None:
             return None
-        return key.encode("utf-8", "surrogateescape") if _shape(self.layout).fullmatch(key) \
-            else NOT_VARIANT
+        return key_bytes(key) if _shape(self.layout).fullmatch(key) else NOT_VARIANT
 
     def spelled(self, key: bytes) -> bytes:
         """The plain URL path of a variant key (as a browser sends it: nothing to escape)."""
@@ -75,12 +85,12 @@ class Placeable:
 
     def known(self, keys: list[bytes]) -> set[bytes]:
         """Of these keys, those of variants the index knows (all of them without an index)."""
-        texts = [k.decode("utf-8", "surrogateescape") for k in keys]
+        texts = [key_text(k) for k in keys]
         if self.lookup is not None and os.getpid() == self.owner:
-            return {k.encode("utf-8", "surrogateescape") for k in self.lookup(texts)}
+            return {key_bytes(k) for k in self.lookup(texts)}
         if self.index is None:
             return set(keys)  # nothing to ask: every path of a variant's shape stays
-        return {k.encode("utf-8", "surrogateescape") for k in known_in(self.index, texts)}
+        return {key_bytes(k) for k in known_in(self.index, texts)}
 
 
 @functools.cache

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 from imgwarm.cache.logs import Hits, log_files, read_logs
-from imgwarm.cache.placeable import Placeable, url_key
+from imgwarm.cache.placeable import Placeable, key_text, url_key
 from imgwarm.cache.run import Run
 from imgwarm.exceptions import StorageError
 
@@ -28,8 +28,8 @@ def read_access_logs(run: Run) -> None:
     hits: Hits = read_logs(log_files(run.access_logs), run.parser, positions, run.decay,
                            run.now, placeable)
     # by variant key, checked as read: unsafe paths counted and dropped there
-    weights = {k.decode("utf-8", "surrogateescape"): w for k, w in hits.by_path.items()}
-    counts = {k.decode("utf-8", "surrogateescape"): c for k, c in hits.count_by_path.items()}
+    weights = {key_text(k): w for k, w in hits.by_path.items()}
+    counts = {key_text(k): c for k, c in hits.count_by_path.items()}
     report = run.report
     report.unsafe_paths += hits.unsafe
     known = set(index.sizes(weights))
