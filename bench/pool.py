@@ -115,15 +115,19 @@ class Pool:
         self.threads.shutdown()
 
 
-def _batch(pool: Pool, files: list[tuple[bytes, str]]) -> list[Any]:
-    futures = [pool.submit(data, name) for data, name in files]
-    results: list[Any] = []
+def _results(futures: list[Future[int]]) -> list[Any]:
+    """Each future's value, or what it raised (what each pool says of a dead worker)."""
+    found: list[Any] = []
     for future in futures:
         try:
-            results.append(future.result())
-        except Exception as error:  # (what each pool says of a dead worker)
-            results.append(error)
-    return results
+            found.append(future.result())
+        except Exception as error:
+            found.append(error)
+    return found
+
+
+def _batch(pool: Pool, files: list[tuple[bytes, str]]) -> list[Any]:
+    return _results([pool.submit(data, name) for data, name in files])
 
 
 def _crash_one(pool: Pool, files: list[tuple[bytes, str]]) -> dict[str, Any]:
@@ -135,12 +139,7 @@ def _crash_one(pool: Pool, files: list[tuple[bytes, str]]) -> dict[str, Any]:
     if not victims:
         return {"isolated": False, "why": "no worker processes"}
     os.kill(victims[0], signal.SIGABRT)
-    during: list[Any] = []
-    for future in futures:
-        try:
-            during.append(future.result())
-        except Exception as error:  # (what each pool says of a dead worker)
-            during.append(error)
+    during = _results(futures)
     after = _batch(pool, files[:WORKERS * 2])
     failed = [f"{type(r).__name__}: {r}" for r in during if isinstance(r, Exception)]
     return {"failed": len(failed), "made": sum(not isinstance(r, Exception) for r in during),

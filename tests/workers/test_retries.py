@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,15 +67,21 @@ def _faulty_worker(queue: Queue, tmp_path: Path, fault: str, times: int) -> Path
     return attempts
 
 
+def _one_job(queue: Queue, tmp_path: Path, fault: str, times: int) -> tuple[Any, bytes]:
+    """One photo's job on a worker whose jobs meet ``fault`` at their first ``times``
+    attempts: its result, and the attempts the worker made (a byte each)."""
+    queue.put("up/photo.jpg", GOOD[0].path.read_bytes())
+    attempts = _faulty_worker(queue, tmp_path, fault, times)
+    (job,) = enqueue_all(["up/photo.jpg"], queue.settings())
+    return job.wait(timeout=120), attempts.read_bytes()
+
+
 @pytest.mark.parametrize("fault", ["TransientStorageError", "BrokerError"])
 def test_a_transient_fault_is_retried_until_the_job_succeeds(
         local_queue: Queue, tmp_path: Path, fault: str) -> None:
-    local_queue.put("up/photo.jpg", GOOD[0].path.read_bytes())
-    attempts = _faulty_worker(local_queue, tmp_path, fault, times=2)
-    (job,) = enqueue_all(["up/photo.jpg"], local_queue.settings())
-    result = job.wait(timeout=120)
+    result, attempts = _one_job(local_queue, tmp_path, fault, times=2)
     assert result.error is None and result.manifest is not None
-    assert attempts.read_bytes() == b"xxx"  # two faults, then the attempt that succeeded
+    assert attempts == b"xxx"  # two faults, then the attempt that succeeded
     assert local_queue.meta("up/photo.jpg")["retries"] == 2
     assert isinstance(local_queue.stores().manifests.read("up/photo.jpg"), Manifest)
 
@@ -82,13 +89,10 @@ def test_a_transient_fault_is_retried_until_the_job_succeeds(
 @pytest.mark.parametrize("fault", ["StorageError", "SettingsError"])
 def test_a_permanent_fault_is_tried_once_and_fails_for_good(
         local_queue: Queue, tmp_path: Path, fault: str) -> None:
-    local_queue.put("up/photo.jpg", GOOD[0].path.read_bytes())
-    attempts = _faulty_worker(local_queue, tmp_path, fault, times=5)
-    (job,) = enqueue_all(["up/photo.jpg"], local_queue.settings())
-    result = job.wait(timeout=120)
+    result, attempts = _one_job(local_queue, tmp_path, fault, times=5)
     assert result.manifest is None
     assert result.error is not None and "an injected fault, attempt 1" in result.error
-    assert attempts.read_bytes() == b"x"  # tried once: not retried
+    assert attempts == b"x"  # tried once: not retried
     record = local_queue.stores().manifests.read("up/photo.jpg")
     assert not isinstance(record, Manifest)
     assert record is None or isinstance(record, Failure)
