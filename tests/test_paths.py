@@ -14,6 +14,7 @@ the projects our test files came from). ``DESIGN.md`` is named nowhere: a user's
 
 from __future__ import annotations
 
+import posixpath
 import re
 import subprocess
 from functools import cache
@@ -54,13 +55,17 @@ def _scanned() -> list[str]:
 
 
 def _exists(path: str, where: str) -> bool:
-    if path in MADE or path.startswith(MADE_UNDER):
+    """Whether ``path``, named in the file ``where``, is a tracked file or folder (tracked:
+    what a fresh clone has, not what a run left in this checkout), or made by a command."""
+    if path in MADE or any(path == d.rstrip("/") or path.startswith(d) for d in MADE_UNDER):
         return True
+    files = set(tracked())
     here = PurePosixPath(where).parent
-    bases = [PurePosixPath("."), here, *here.parents]
-    if any((ROOT / base / path).exists() for base in bases):
-        return True
-    return any(f.endswith("/" + path) or f.startswith(path.rstrip("/") + "/") for f in tracked())
+    for base in (PurePosixPath("."), here, *here.parents):
+        candidate = posixpath.normpath(str(base / path))
+        if candidate in files or any(f.startswith(candidate + "/") for f in files):
+            return True
+    return any(f.endswith("/" + path) or f.startswith(path.rstrip("/") + "/") for f in files)
 
 
 def named_paths(text: str) -> list[tuple[int, str]]:
