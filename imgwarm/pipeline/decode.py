@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Callable
 
 import numpy
 import pyvips
@@ -50,6 +51,7 @@ from numpy.typing import NDArray
 from PIL import Image
 
 from imgwarm.exceptions import CorruptImage
+from imgwarm.formats import SourceFormat
 from imgwarm.pipeline.probe import Probe, loader
 from imgwarm.pipeline.vipsutil import explain
 
@@ -80,14 +82,27 @@ def decoded_size(probe: Probe, width: int, height: int) -> tuple[int, int]:
 def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     """The source's pixels, shrunk on load towards ``width`` x ``height`` (as stored, before
     orientation), with its usable ICC profile attached. Raises CorruptImage for a JPEG that
-    libjpeg warns about; PNG errors come later, from libvips, as pyvips.Error."""
-    if probe.format == "png":
-        return pyvips.Image.pngload_buffer(probe.data, fail_on="error", access="sequential")
-    if probe.format == "gif":
-        _gif_whole(probe.data, name)
-    if probe.format != "jpeg":  # WebP, HEIF, TIFF, GIF: whole, by their own loaders
-        image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
-        return _with_profile(image, probe)
+    libjpeg warns about; PNG errors come later, from libvips, as pyvips.Error. Who decodes a
+    format: its own decoder here (``DECODERS``), else its registry entry's libvips loader
+    (formats.SOURCE_TYPES), whole, failing on any warning."""
+    own = DECODERS.get(probe.format)
+    if own is not None:
+        return own(probe, width, height, name)
+    image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
+    return _with_profile(image, probe)
+
+
+def _decode_png(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
+    return pyvips.Image.pngload_buffer(probe.data, fail_on="error", access="sequential")
+
+
+def _decode_gif(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
+    _gif_whole(probe.data, name)  # (libnsgif's silence on damage: Pillow counts the pixels)
+    image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
+    return _with_profile(image, probe)
+
+
+def _decode_jpeg(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     space, interpretation = _SPACES.get(probe.bands, ("RGB", "srgb"))
     if not probe.shrinkable:  # lossless, arithmetic-coded: whole, through libjpeg's own API
         _strict(probe, space, name)  # read to the end: jpegload stops short of it
@@ -101,6 +116,12 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
         numpy.subtract(255, pixels, out=pixels)  # Adobe CMYK is stored inverted; in place
     image = pyvips.Image.new_from_memory(pixels.data, columns, rows, bands, "uchar")
     return _with_profile(image.copy(interpretation=interpretation), probe)
+
+
+# The source formats with a decoder of their own (see the module's docstring): a format
+# without one is decoded by its registry entry's loader
+DECODERS: dict[SourceFormat, Callable[[Probe, int, int, str], pyvips.Image]] = {
+    "jpeg": _decode_jpeg, "png": _decode_png, "gif": _decode_gif}
 
 
 def _gif_whole(data: bytes, name: str) -> None:

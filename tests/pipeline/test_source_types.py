@@ -13,6 +13,7 @@ import pyvips
 from imgwarm.config import Settings
 from imgwarm.exceptions import UnsupportedFormat
 from imgwarm.formats import SOURCE_SUFFIXES, SOURCE_TYPES, SOURCES, SourceFormat
+from imgwarm.pipeline import decode as decoding
 from imgwarm.pipeline import probe as probing
 from imgwarm.pipeline import sniff
 from tests.support.corpus import corpus_dir
@@ -51,12 +52,13 @@ def test_each_entry_is_sniffed_and_probed_as_its_registry_says(fmt: SourceFormat
 
 def test_sniff_and_probe_hold_no_table_of_their_own() -> None:
     """Every name and signature of a source format in sniff comes from the registry, and
-    probe's own readers are for registered formats."""
+    probe's own readers and decode's own decoders are for registered formats."""
     assert {k.name: k.title for k in SOURCE_TYPES.values()} == sniff.NAMES
     listed = {(offset, signature) for offset, signature, _ in sniff._SIGNATURES}
     for kind in SOURCE_TYPES.values():
         assert kind.brands or set(kind.signatures) <= listed, kind.name
     assert set(probing.READERS) <= set(SOURCE_TYPES)
+    assert set(decoding.DECODERS) <= set(SOURCE_TYPES)
 
 
 def _animated_gif() -> bytes:
