@@ -66,3 +66,21 @@ def test_variant_keys_go_between_bytes_and_text_in_one_place() -> None:
         if lines:
             found[str(path.relative_to(PACKAGE))] = len(lines)
     assert found == {"cache/placeable.py": 2, "cache/index/sources.py": 1}
+
+
+def test_the_log_reader_has_one_way_and_checks_against_plain_data() -> None:
+    """Access logs are read one way (blocks read here, weighed here or by forked parsers fed
+    down pipes: no second pool, no cache between ways), and the snapshot paths are checked
+    against is plain data, the same whichever process asks: no callback into the live index,
+    nothing to strip before a fork."""
+    import dataclasses
+
+    from imgwarm.cache import logs, placeable
+
+    source = Path(logs.__file__).read_text(encoding="utf-8")
+    assert "ProcessPoolExecutor" not in source and "_formats" not in source
+    assert "__reduce__" not in vars(placeable.Placeable)
+    types = {f.name: f.type for f in dataclasses.fields(placeable.Placeable)}
+    assert types == {"prefix": "str", "layout": "Layout", "index": "str | None",
+                     "uncommitted": "frozenset[str]"}
+    assert "getpid" not in Path(placeable.__file__).read_text(encoding="utf-8")

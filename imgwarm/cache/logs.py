@@ -14,6 +14,10 @@ is counted as malformed and skipped. Only successful GETs and HEADs count. Given
 ``Placeable``, each counted path is checked as it is read: an unsafe one is counted and
 dropped, one that is no variant's is dropped, and what is kept is pruned to the variants the
 index knows whenever it grows past ``KEEP`` (and twice what the last pruning kept).
+
+One way of reading, whatever the file: this process reads its new whole lines a block at a
+time (inflating a gzipped one), and ``_count`` weighs each block, here for a few new lines,
+or in one forked parser a core for a large new part, fed the blocks in turn down a pipe.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
-import itertools
 import math
 import os
 import struct
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING
 from isal import igzip, igzip_lib
 
 from imgwarm.cache.logformat import LogFormat
-from imgwarm.cache.placeable import NOT_VARIANT, Placeable
+from imgwarm.cache.placeable import NOT_VARIANT, Check, Placeable, checking
 from imgwarm.cache.rank import Decay
 
 if TYPE_CHECKING:
@@ -71,12 +74,13 @@ class Hits:
         self.by_path[path] = self.by_path.get(path, 0.0) + weight
         self.count_by_path[path] = self.count_by_path.get(path, 0) + count
 
-    def bound(self, placeable: Placeable | None, *, at: int | None = None) -> None:
+    def bound(self, check: Check | None, *, at: int | None = None) -> None:
         """Check the pending paths once there are more than ``at`` (KEEP): the unsafe are
         counted, the others' keys asked of the index at once, and only the variants it knows
         are kept."""
-        if placeable is None or len(self.pending) <= (KEEP if at is None else at):
+        if check is None or len(self.pending) <= (KEEP if at is None else at):
             return
+        placeable = check.placeable
         keys: dict[bytes, bytes] = {}
         for path, (_, count) in self.pending.items():
             key = placeable.key(path)
@@ -84,7 +88,7 @@ class Hits:
                 self.unsafe += count
             elif key is not NOT_VARIANT:
                 keys[path] = key
-        known = placeable.known(list(set(keys.values())))
+        known = check.known(list(set(keys.values())))
         for path, key in keys.items():
             if key in known:
                 weight, count = self.pending[path]
@@ -208,7 +212,7 @@ def _within_limit(block: bytes) -> tuple[bytes, int]:
 
 
 def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
-           when: float, hits: Hits, placeable: Placeable | None) -> Iterator[int]:
+           when: float, hits: Hits, check: Check | None) -> Iterator[int]:
     """Weigh the requests of each block into ``hits`` (``when``: now, the time of a block
     with no readable time); yields the offset after each block."""
     now = when
@@ -226,7 +230,7 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
         by_path, count_by_path = hits.by_path, hits.count_by_path
         plain, pending = hits.plain, hits.pending
         for target, count in counts.items():  # a few thousand paths a block: inlined
-            key = target if placeable is None else plain.get(target)
+            key = target if check is None else plain.get(target)
             if key is None:  # not checked yet: checked with many others (bound)
                 was = pending.get(target, (0.0, 0))
                 pending[target] = (was[0] + weight * count, was[1] + count)
@@ -234,77 +238,8 @@ def _count(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: De
             by_path[key] = by_path.get(key, 0.0) + weight * count
             count_by_path[key] = count_by_path.get(key, 0) + count
         hits.counted += counts.total()
-        hits.bound(placeable)
+        hits.bound(check)
         yield offset
-
-
-def _parsed(chunks: Iterator[bytes], text: str, weigh: Decay, when: float,
-            placeable: Placeable | None) -> Hits:
-    hits = Hits()
-    log_format = _formats.get(text) or _formats.setdefault(text, LogFormat(text))
-    for _ in _count(_whole_lines(chunks, 0, hits, rest=True), log_format, weigh, when, hits,
-                    placeable):
-        pass
-    hits.bound(placeable, at=0)
-    hits.plain = {}  # (this process's: not sent back)
-    return hits
-
-
-def _range(path: str, start: int, end: int, text: str, weigh: Decay,
-           when: float, placeable: Placeable | None) -> Hits:
-    """A worker's share of a large plain file: the whole lines in [start, end), read a
-    block at a time (a share of a large log is larger than memory)."""
-    with open(path, "rb") as handle:
-        handle.seek(start)
-
-        def chunks() -> Iterator[bytes]:
-            left = end - start
-            while left > 0 and (data := handle.read(min(BLOCK, left))):
-                left -= len(data)
-                yield data
-
-        return _parsed(chunks(), text, weigh, when, placeable)
-
-
-def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
-    """[start, end) cut into ``parts`` ranges at line ends."""
-    cuts = [start]
-    with path.open("rb") as handle:
-        for i in range(1, parts):
-            handle.seek(start + (end - start) * i // parts)
-            handle.readline()
-            cuts.append(min(end, max(cuts[-1], handle.tell())))
-    cuts.append(end)
-    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
-
-
-def _plain_in_parallel(path: Path, offset: int, log_format: LogFormat, weigh: Decay,
-                       when: float, hits: Hits, placeable: Placeable | None) -> int:
-    """A large plain file's new whole lines, a share for each core read and parsed by its
-    own process; returns where they end."""
-    with path.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        handle.seek(max(offset, size - MAX_LINE))
-        tail = handle.read()
-    end = size - len(tail) + tail.rfind(b"\n") + 1
-    if end <= offset:
-        return offset
-    ranges = _split(path, offset, end, PROCESSES)
-    import multiprocessing  # here: most runs read a few new lines, in this process
-    from concurrent.futures import ProcessPoolExecutor
-
-    fork = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=len(ranges), mp_context=fork) as pool:
-        futures = [pool.submit(_range, str(path), a, b, log_format.text, weigh, when,
-                               placeable) for a, b in ranges]
-        for future in futures:
-            _merge(hits, future.result())
-            hits.bound(placeable)
-    hits.bytes_read += end - offset
-    return end
-
-
-_formats: dict[str, LogFormat] = {}
 
 
 def _merge(into: Hits, part: Hits) -> None:
@@ -316,33 +251,41 @@ def _merge(into: Hits, part: Hits) -> None:
     into.unsafe += part.unsafe
 
 
-def _parse_fed(conn: Connection, text: str, weigh: Decay, when: float,
+def _parse_fed(conn: Connection, log_format: LogFormat, weigh: Decay, when: float,
                placeable: Placeable | None) -> None:
-    """A parser process: blocks of whole lines come down ``conn`` until an empty one; its
-    hits go back up once, at the end."""
+    """A parser process: blocks of whole lines come down ``conn`` until an empty one, each
+    weighed by ``_count`` and checked against its own look at the snapshot; its hits go back
+    up once, at the end."""
+    hits = Hits()
 
-    def blocks() -> Iterator[bytes]:
+    def blocks() -> Iterator[tuple[bytes, int]]:
         while block := conn.recv_bytes():
-            yield block
+            yield block, 0
 
-    conn.send(_parsed(blocks(), text, weigh, when, placeable))
+    with checking(placeable) as check:
+        for _ in _count(blocks(), log_format, weigh, when, hits, check):
+            pass
+        hits.bound(check, at=0)
+    hits.plain = {}  # (this process's: not sent back)
+    conn.send(hits)
 
 
 def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
-                     when: float, hits: Hits, placeable: Placeable | None) -> Iterator[int]:
-    """``_count`` with the parsing spread over one process per core, fed the blocks read (and
-    decompressed) here in turn, as raw bytes down a pipe: no pickling of blocks, and each
+                     when: float, hits: Hits, check: Check | None) -> Iterator[int]:
+    """``_count`` spread over one forked process per core, fed the blocks read (and
+    inflated) here in turn, as raw bytes down a pipe: no pickling of blocks, and each
     parser's hits come back once, not once a block. Yields the offset after the last block
     read; a file that breaks midway raises after what was read of it is counted."""
-    import multiprocessing
+    import multiprocessing  # here: most runs read a few new lines, in this process
 
-    fork = multiprocessing.get_context("fork")
+    fork = multiprocessing.get_context("fork")  # (the parsers inherit the format and check)
+    placeable = None if check is None else check.placeable
     ends: list[Connection] = []
     workers = []
     for _ in range(PROCESSES):
         mine, theirs = fork.Pipe()
         worker = fork.Process(target=_parse_fed, daemon=True,
-                              args=(theirs, log_format.text, weigh, when, placeable))
+                              args=(theirs, log_format, weigh, when, placeable))
         worker.start()
         theirs.close()
         ends.append(mine)
@@ -359,7 +302,7 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
             end.send_bytes(b"")
         for end in ends:
             _merge(hits, end.recv())
-            hits.bound(placeable)
+            hits.bound(check)
     finally:
         for end, worker in zip(ends, workers, strict=True):
             end.close()
@@ -373,35 +316,32 @@ def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat,
 def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int],
               weigh: Decay, default_time: float, placeable: Placeable | None = None) -> Hits:
     """Read what is new in ``files`` (``positions`` is updated in place: fingerprint -> offset
-    read to) and weigh every counted request by ``weigh(time)``. Large new parts of plain
-    files are read by one process per core; gzipped ones are inflated here for them. With
-    ``placeable``, the counts are by variant key, and only of variants that can be placed
-    (without, by requested path: for tests and tools that trust their logs)."""
+    read to) and weigh every counted request by ``weigh(time)``. A large new part of a file,
+    plain or gzipped, is parsed by one process per core. With ``placeable``, the counts are
+    by variant key, and only of variants that can be placed (without, by requested path: for
+    tests and tools that trust their logs)."""
     hits = Hits()
     seen: set[str] = set()
-    for path in files:
-        mark = fingerprint(path)
-        if mark is None or mark in seen:
-            continue
-        seen.add(mark)
-        offset = positions.get(mark, 0)
-        try:
-            gzipped = _gzipped(path)
-            if offset and gzipped and _read_to_end_already(path, offset):
+    with checking(placeable) as check:
+        for path in files:
+            mark = fingerprint(path)
+            if mark is None or mark in seen:
                 continue
-            if not gzipped and path.stat().st_size < offset:
-                offset = 0  # rewritten in place with the same first line
-            hits.files += 1
-            large = PROCESSES > 1 and path.stat().st_size - offset > PARALLEL_FROM
-            if large and not gzipped:
-                positions[mark] = _plain_in_parallel(path, offset, log_format, weigh,
-                                                     default_time, hits, placeable)
-                continue
-            counting = _fed_in_parallel if large else _count
-            for done in counting(_blocks(path, offset, hits), log_format, weigh,
-                                 default_time, hits, placeable):
-                positions[mark] = done
-        except _DAMAGED:
-            hits.malformed += 1  # a damaged or vanished file: what was read of it counts
-    hits.bound(placeable, at=0)
+            seen.add(mark)
+            offset = positions.get(mark, 0)
+            try:
+                gzipped = _gzipped(path)
+                if offset and gzipped and _read_to_end_already(path, offset):
+                    continue
+                if not gzipped and path.stat().st_size < offset:
+                    offset = 0  # rewritten in place with the same first line
+                hits.files += 1
+                large = PROCESSES > 1 and path.stat().st_size - offset > PARALLEL_FROM
+                counting = _fed_in_parallel if large else _count
+                for done in counting(_blocks(path, offset, hits), log_format, weigh,
+                                     default_time, hits, check):
+                    positions[mark] = done
+            except _DAMAGED:
+                hits.malformed += 1  # a damaged or vanished file: what was read of it counts
+        hits.bound(check, at=0)
     return hits

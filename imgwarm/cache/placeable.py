@@ -6,15 +6,14 @@ sends (logs.Hits.bound)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import os
 import re
-from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-from imgwarm.cache.index import known_in
+from imgwarm.cache.index import IndexReader
 from imgwarm.exceptions import LayoutError
 from imgwarm.store import safe_relative
 from imgwarm.store.layout import Layout
@@ -58,18 +57,15 @@ def url_key(path: bytes, prefix: str) -> str | None:
 
 @dataclass(frozen=True)
 class Placeable:
-    """The check a log reader applies to each requested path (in any process: it forks)."""
+    """What a log reader may count, as plain data that every process uses alike: a snapshot
+    of the variants warm can place. That is the index file as committed, plus the variants
+    this run added and has not committed (only a dry run has any: it commits nothing), kept
+    as text keys. Without an index, every path of a variant's shape counts."""
 
     prefix: str
     layout: Layout
-    index: str | None = None  # warm's index file: the variants that can be placed
-    # in the process that made it, the index's own connection (it sees this run's rows;
-    # a forked parser reads what the index file holds, committed)
-    lookup: Callable[[list[str]], Collection[str]] | None = field(default=None, compare=False)
-    owner: int = field(default_factory=os.getpid, compare=False)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # to a worker: without the connection
-        return (Placeable, (self.prefix, self.layout, self.index))
+    index: str | None = None  # warm's index file
+    uncommitted: frozenset[str] = frozenset()
 
     def key(self, path: bytes) -> bytes | None:
         """The variant key of a requested path (UTF-8), ``NOT_VARIANT`` for a safe path that
@@ -83,14 +79,45 @@ class Placeable:
         """The plain URL path of a variant key (as a browser sends it: nothing to escape)."""
         return self.prefix.encode() + key
 
+    @contextlib.contextmanager
+    def checking(self) -> Iterator[Check]:
+        """The check in this process (the one that calls: a forked parser opens its own)."""
+        check = Check(self)
+        try:
+            yield check
+        finally:
+            check.close()
+
+
+class Check:
+    """A ``Placeable`` asked in one process, through that process's own read-only connection
+    to the index file (opened at the first question: a run with no new line opens none)."""
+
+    def __init__(self, placeable: Placeable) -> None:
+        self.placeable = placeable
+        self.reader: IndexReader | None = None
+
     def known(self, keys: list[bytes]) -> set[bytes]:
-        """Of these keys, those of variants the index knows (all of them without an index)."""
-        texts = [key_text(k) for k in keys]
-        if self.lookup is not None and os.getpid() == self.owner:
-            return {key_bytes(k) for k in self.lookup(texts)}
-        if self.index is None:
+        """Of these keys, those of variants the snapshot holds (all of them without an
+        index)."""
+        index = self.placeable.index
+        if index is None:
             return set(keys)  # nothing to ask: every path of a variant's shape stays
-        return {key_bytes(k) for k in known_in(self.index, texts)}
+        if self.reader is None:
+            self.reader = IndexReader(index)
+        texts = [key_text(k) for k in keys]
+        found = self.reader.known(texts)
+        found.update(t for t in texts if t in self.placeable.uncommitted)
+        return {key_bytes(k) for k in found}
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+
+
+def checking(placeable: Placeable | None) -> contextlib.AbstractContextManager[Check | None]:
+    """``placeable.checking()``, or no check at all (a reader that trusts its logs)."""
+    return contextlib.nullcontext() if placeable is None else placeable.checking()
 
 
 @functools.cache

@@ -48,6 +48,8 @@ class Run:
     taken_down: set[str] = field(default_factory=set)  # variants of sources deleted since
     planned: set[str] = field(default_factory=set)  # tiers ranked against their budget
     wanted: dict[str, dict[str, int]] = field(default_factory=dict)  # tier -> path -> bytes
+    uncommitted: set[str] = field(default_factory=set)  # a dry run's new variants (never in
+    # the index file: it commits nothing)
     # --- copies started while the records are read (steps/ahead.py) -------------------------
     ahead: list[tuple[list[Item], Waiting]] = field(default_factory=list)
     tried: set[str] = field(default_factory=set)  # copied ahead to the backing tier, failed

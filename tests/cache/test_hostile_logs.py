@@ -4,18 +4,24 @@ input, a timing, is bench/logs.py's)."""
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from imgwarm.cache import logs
+from imgwarm.cache.index import Index
 from imgwarm.cache.logformat import LogFormat, LogFormatError
 from imgwarm.cache.logs import read_logs
+from imgwarm.cache.placeable import Placeable
+from imgwarm.manifest import Variant
 from tests.support.cli import Cli
 from tests.support.hostile_logs import (
     FLAT,
     KNOWN,
+    LAYOUT,
     NOW,
     cut_gzip,
     hostile,
@@ -96,3 +102,30 @@ def test_warm_with_a_bad_log_format_says_so_in_one_line(tmp_path: Path, run_cli:
         errors = [t for t in done.stderr.splitlines() if t.startswith("Error:")]
         assert len(errors) == 1 and "is not a variable" in errors[0]
         assert "Traceback" not in done.stderr
+
+
+def _known_in_a_fork(placeable: Placeable, keys: list[bytes]) -> set[bytes]:
+    with placeable.checking() as check:
+        return check.known(keys)
+
+
+def test_the_snapshot_is_plain_data_asked_alike_in_every_process(tmp_path: Path) -> None:
+    index = Index(tmp_path / "index.sqlite")
+    committed, added, unknown = (str(LAYOUT.path_for_name(f"{n}.{n * 16}.webp")) for n in "abc")
+    index.set_source("up/a.jpg", [Variant(format="webp", width=320, height=200, bytes=900,
+                                          path=committed)], 1.0)
+    index.commit()
+    index.set_source("up/b.jpg", [Variant(format="webp", width=320, height=200, bytes=900,
+                                          path=added)], 1.0)  # not committed: a dry run's
+    snapshot = Placeable("/", LAYOUT, str(index.path), frozenset({added}))
+    assert pickle.loads(pickle.dumps(snapshot)) == snapshot  # nothing bound to a process
+    keys = [k.encode() for k in (committed, added, unknown)]
+    with snapshot.checking() as check:
+        here = check.known(keys)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        there = pool.apply(_known_in_a_fork, (snapshot, keys))
+    assert here == there == {committed.encode(), added.encode()}
+    without = Placeable("/", LAYOUT, str(index.path))  # the file alone: what was committed
+    with without.checking() as check:
+        assert check.known(keys) == {committed.encode()}
+    index.close(keep=False)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from imgwarm.cache import logs
 from imgwarm.cache.warm import warm
 from imgwarm.config import Settings
 from imgwarm.exceptions import SettingsError
@@ -308,6 +309,26 @@ def test_a_dry_run_changes_nothing(site: Site) -> None:
     assert site.in_tier("nvme") == set() and site.in_tier("ram") == set()
     real = site.warm()
     assert real.nvme.copied == len(variants(site))  # the dry run left the index untouched
+
+
+@pytest.mark.parametrize("forked", [False, True], ids=["parsed-here", "forked-parsers"])
+def test_a_dry_run_counts_the_requests_to_the_variants_it_would_add(
+        site: Site, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
+    # a first dry run commits nothing, so the index file knows none of the variants: the
+    # log readers' snapshot carries them apart, in this process and in forked parsers alike
+    hot, _ = halves(site)
+    log = site.root / "access.log"
+    now = time.time()
+    write_log(log, requests(dict.fromkeys(hot, 3), now - 600) * 40)
+    site.settings = site.settings.updated(access_logs=str(log))
+    if forked:
+        monkeypatch.setattr(logs, "PARALLEL_FROM", 0)
+        monkeypatch.setattr(logs, "PROCESSES", 2)
+        monkeypatch.setattr(logs, "BLOCK", 4096)  # blocks for each parser
+    dry = site.warm(dry_run=True, now=now)
+    real = site.warm(now=now)
+    assert dry.requests_to_variants == real.requests_to_variants == 3 * 40 * len(hot)
+    assert dry.ram.copied == real.ram.copied
 
 
 def test_variants_no_source_names_leave_both_tiers(site: Site) -> None:

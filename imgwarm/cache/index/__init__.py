@@ -19,11 +19,11 @@ Every SQL statement on the index is in this package, one concept a module:
     states.py    each tier's state of each variant, their tallies, what warm wrote
     meta.py      the connection and the meta values every part shares
     rows.py      rows as named tuples, each tier's state column (named by cache/policy.py)
-    reader.py    the index read from a forked log parser
+    reader.py    the index file read by a log parser, in its own process
 """
 
 from imgwarm.cache.index.core import Index
-from imgwarm.cache.index.reader import known_in
+from imgwarm.cache.index.reader import IndexReader
 from imgwarm.cache.index.rows import Pending, Row, Totals
 
-__all__ = ["Index", "Pending", "Row", "Totals", "known_in"]
+__all__ = ["Index", "IndexReader", "Pending", "Row", "Totals"]

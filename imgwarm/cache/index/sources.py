@@ -29,12 +29,15 @@ class Sources(Part):
 
     def set_sources(self, sources: Iterable[tuple[str, list[Variant], float]],
                     now: float | None = None,
-                    born: Mapping[str, float] | None = None) -> tuple[int, int]:
+                    born: Mapping[str, float] | None = None,
+                    added_to: set[str] | None = None) -> tuple[int, int]:
         """``set_source`` for many sources at once (a statement a kind of change, not one a
         source: a first run sets tens of thousands); a key given twice takes its last. A
         variant that loses its last reference is stamped ``now`` (gc's grace counts from it).
         A new variant's age counts from its source's time in ``born`` (by key as given: when
-        its record was written); without one (a first run's listing) it counts as old."""
+        its record was written); without one (a first run's listing) it counts as old.
+        ``added_to`` gains the paths of the variants a source gained (a dry run's: it never
+        commits them, so a log parser reading the index file needs them apart)."""
         born = {self.stored(k): t for k, t in (born or {}).items()}
         wanted = {self.stored(key): (variants, prior) for key, variants, prior in sources}
         # each source by its id (schema.py: a key is kept once, not once a variant); a new
@@ -64,6 +67,8 @@ class Sources(Part):
              for key, v, prior in added])
         self.db.executemany("INSERT INTO refs VALUES (?, ?)",
                             [(ids[k], v.path) for k, v, _ in added])
+        if added_to is not None:
+            added_to.update(v.path for _, v, _ in added)
         self.db.executemany("DELETE FROM refs WHERE source = ? AND path = ?", dropped)
         self.db.executemany("DELETE FROM sources WHERE id = ?",  # (gone: nothing named)
                             [(ids[key],) for key, (variants, _) in wanted.items()

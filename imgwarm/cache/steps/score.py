@@ -24,7 +24,7 @@ def read_access_logs(run: Run) -> None:
     positions: dict[str, int] = run.index.meta("logs", {})
     index = run.index
     placeable = Placeable(run.cache.image_prefix, run.stores.layout, str(index.path),
-                          lambda keys: index.sizes(keys).keys())
+                          frozenset(run.uncommitted))  # (the file: committed by sources.read)
     hits: Hits = read_logs(log_files(run.access_logs), run.parser, positions, run.decay,
                            run.now, placeable)
     # by variant key, checked as read: unsafe paths counted and dropped there

@@ -88,7 +88,8 @@ def _set_sources(run: Run, found: Found, prior_now: float, *, aged: bool = False
         [(key, record.variants if isinstance(record, Manifest) else [],
           prior_now * run.decay(min(when, run.now)) / now)
          for key, record, when in found], run.now,
-        born={key: min(when, run.now) for key, _, when in found} if aged else None)
+        born={key: min(when, run.now) for key, _, when in found} if aged else None,
+        added_to=run.uncommitted if run.dry_run else None)
     run.taken_down.update(path for _, record, _ in found if isinstance(record, Tombstone)
                           for path in record.variants)
     run.report.variants_added += added
