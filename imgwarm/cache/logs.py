@@ -15,9 +15,10 @@ is counted as malformed and skipped. Only successful GETs and HEADs count. Given
 dropped, one that is no variant's is dropped, and what is kept is pruned to the variants the
 index knows whenever it grows past ``KEEP`` (and twice what the last pruning kept).
 
-One way of reading, whatever the file: this process reads its new whole lines a block at a
-time (inflating a gzipped one), and ``_count`` weighs each block, here for a few new lines,
-or in one forked parser a core for a large new part, fed the blocks in turn down a pipe.
+One way of weighing, whatever the file: ``_count`` over blocks of whole lines, in this
+process for a few new lines, or for a large new part in one forked parser a core, each with
+a share (a range of a plain file that it reads, or the blocks of a gzipped one, inflated
+here, down its pipe), its hits sent back once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import glob
 import gzip
 import hashlib
+import itertools
 import math
 import os
 import struct
@@ -251,61 +253,108 @@ def _merge(into: Hits, part: Hits) -> None:
     into.unsafe += part.unsafe
 
 
-def _parse_fed(conn: Connection, log_format: LogFormat, weigh: Decay, when: float,
-               placeable: Placeable | None) -> None:
-    """A parser process: blocks of whole lines come down ``conn`` until an empty one, each
-    weighed by ``_count`` and checked against its own look at the snapshot; its hits go back
-    up once, at the end."""
+def _last_line_end(path: Path, offset: int) -> int:
+    """Where a plain file's last whole line ends (a line still being written is left)."""
+    with path.open("rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        handle.seek(max(offset, size - MAX_LINE))
+        tail = handle.read()
+    return size - len(tail) + tail.rfind(b"\n") + 1
+
+
+def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """[start, end) cut into ``parts`` ranges at line ends."""
+    cuts = [start]
+    with path.open("rb") as handle:
+        for i in range(1, parts):
+            handle.seek(start + (end - start) * i // parts)
+            handle.readline()
+            cuts.append(min(end, max(cuts[-1], handle.tell())))
+    cuts.append(end)
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _read_share(path: Path, start: int, end: int) -> Iterator[bytes]:
+    """A parser's share of a plain file, [start, end), read by the parser a block at a time
+    (a share of a large log is larger than memory)."""
+    with path.open("rb") as handle:
+        handle.seek(start)
+        left = end - start
+        while left > 0 and (data := handle.read(min(BLOCK, left))):
+            left -= len(data)
+            yield data
+
+
+def _received(conn: Connection) -> Iterator[bytes]:
+    """Blocks of whole lines sent down ``conn``, until an empty one."""
+    while block := conn.recv_bytes():
+        yield block
+
+
+def _parser(conn: Connection, path: Path, share: tuple[int, int] | None, log_format: LogFormat,
+            weigh: Decay, when: float, placeable: Placeable | None) -> None:
+    """A forked parser: its share (a range of a plain file, read here; None: the blocks
+    sent down ``conn``) weighed by ``_count`` and checked against its own look at the
+    snapshot; its hits go back up ``conn`` once, at the end."""
+    pieces = _received(conn) if share is None else _read_share(path, *share)
     hits = Hits()
-
-    def blocks() -> Iterator[tuple[bytes, int]]:
-        while block := conn.recv_bytes():
-            yield block, 0
-
     with checking(placeable) as check:
-        for _ in _count(blocks(), log_format, weigh, when, hits, check):
+        for _ in _count(_whole_lines(pieces, 0, hits, rest=True), log_format, weigh, when,
+                        hits, check):
             pass
         hits.bound(check, at=0)
     hits.plain = {}  # (this process's: not sent back)
     conn.send(hits)
 
 
-def _fed_in_parallel(blocks: Iterator[tuple[bytes, int]], log_format: LogFormat, weigh: Decay,
-                     when: float, hits: Hits, check: Check | None) -> Iterator[int]:
-    """``_count`` spread over one forked process per core, fed the blocks read (and
-    inflated) here in turn, as raw bytes down a pipe: no pickling of blocks, and each
-    parser's hits come back once, not once a block. Yields the offset after the last block
-    read; a file that breaks midway raises after what was read of it is counted."""
+def _in_parallel(path: Path, offset: int, gzipped: bool, log_format: LogFormat, weigh: Decay,
+                 when: float, hits: Hits, check: Check | None) -> Iterator[int]:
+    """``_count`` spread over one forked parser a core, each weighing a share of the new
+    whole lines, its hits coming back once. A plain file is cut at line ends, each parser
+    reading its own range; a gzipped one cannot be cut: it is inflated here and its blocks
+    go down each parser's pipe in turn, as raw bytes (pickling blocks cost more than the
+    parsing it spread). Yields the offset read to; a file that breaks midway raises after
+    what was read of it is counted."""
     import multiprocessing  # here: most runs read a few new lines, in this process
 
-    fork = multiprocessing.get_context("fork")  # (the parsers inherit the format and check)
+    shares: list[tuple[int, int] | None] = [None] * PROCESSES
+    if not gzipped:
+        end = _last_line_end(path, offset)
+        if end <= offset:
+            return
+        shares = list(_split(path, offset, end, PROCESSES))
+    fork = multiprocessing.get_context("fork")  # (the parsers inherit format and snapshot)
     placeable = None if check is None else check.placeable
     ends: list[Connection] = []
     workers = []
-    for _ in range(PROCESSES):
+    for share in shares:
         mine, theirs = fork.Pipe()
-        worker = fork.Process(target=_parse_fed, daemon=True,
-                              args=(theirs, log_format, weigh, when, placeable))
+        worker = fork.Process(target=_parser, daemon=True, args=(
+            theirs, path, share, log_format, weigh, when, placeable))
         worker.start()
         theirs.close()
         ends.append(mine)
         workers.append(worker)
     done, broken = None, None
     try:
-        for turn, (block, offset) in enumerate(blocks):
-            ends[turn % len(ends)].send_bytes(block)
-            done = offset
-    except _DAMAGED as error:
-        broken = error
-    try:
-        for end in ends:
-            end.send_bytes(b"")
-        for end in ends:
-            _merge(hits, end.recv())
+        if gzipped:
+            try:
+                for turn, (block, at) in enumerate(_blocks(path, offset, hits)):
+                    ends[turn % len(ends)].send_bytes(block)
+                    done = at
+            except _DAMAGED as error:
+                broken = error
+            for conn in ends:
+                conn.send_bytes(b"")
+        else:
+            done = end
+            hits.bytes_read += end - offset
+        for conn in ends:
+            _merge(hits, conn.recv())
             hits.bound(check)
     finally:
-        for end, worker in zip(ends, workers, strict=True):
-            end.close()
+        for conn, worker in zip(ends, workers, strict=True):
+            conn.close()
             worker.join()
     if done is not None:
         yield done
@@ -337,9 +386,11 @@ def read_logs(files: list[Path], log_format: LogFormat, positions: dict[str, int
                     offset = 0  # rewritten in place with the same first line
                 hits.files += 1
                 large = PROCESSES > 1 and path.stat().st_size - offset > PARALLEL_FROM
-                counting = _fed_in_parallel if large else _count
-                for done in counting(_blocks(path, offset, hits), log_format, weigh,
-                                     default_time, hits, check):
+                reading = (_in_parallel(path, offset, gzipped, log_format, weigh,
+                                        default_time, hits, check) if large else
+                           _count(_blocks(path, offset, hits), log_format, weigh,
+                                  default_time, hits, check))
+                for done in reading:
                     positions[mark] = done
             except _DAMAGED:
                 hits.malformed += 1  # a damaged or vanished file: what was read of it counts

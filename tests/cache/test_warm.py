@@ -311,15 +311,16 @@ def test_a_dry_run_changes_nothing(site: Site) -> None:
     assert real.nvme.copied == len(variants(site))  # the dry run left the index untouched
 
 
-@pytest.mark.parametrize("forked", [False, True], ids=["parsed-here", "forked-parsers"])
+@pytest.mark.parametrize(("forked", "gzipped"), [(False, False), (True, False), (True, True)],
+                         ids=["parsed-here", "forked-ranges", "forked-gzip"])
 def test_a_dry_run_counts_the_requests_to_the_variants_it_would_add(
-        site: Site, monkeypatch: pytest.MonkeyPatch, forked: bool) -> None:
+        site: Site, monkeypatch: pytest.MonkeyPatch, forked: bool, gzipped: bool) -> None:
     # a first dry run commits nothing, so the index file knows none of the variants: the
     # log readers' snapshot carries them apart, in this process and in forked parsers alike
     hot, _ = halves(site)
-    log = site.root / "access.log"
+    log = site.root / ("access.log.1.gz" if gzipped else "access.log")
     now = time.time()
-    write_log(log, requests(dict.fromkeys(hot, 3), now - 600) * 40)
+    write_log(log, requests(dict.fromkeys(hot, 3), now - 600) * 40, gzipped=gzipped)
     site.settings = site.settings.updated(access_logs=str(log))
     if forked:
         monkeypatch.setattr(logs, "PARALLEL_FROM", 0)
