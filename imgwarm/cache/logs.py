@@ -34,7 +34,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from isal import igzip, igzip_lib
 
@@ -178,15 +178,15 @@ def _whole_lines(chunks: Iterator[bytes], position: int, hits: Hits, *,
         data = carry + data
         end = data.rfind(b"\n") + 1
         block, carry = data[:end], data[end:]
+        if block:  # its offset is its own end: a monster line after it is not read yet
+            position += len(block)
+            hits.bytes_read += len(block)
+            yield block, position
         if len(carry) > MAX_LINE:
             hits.malformed += 1
             hits.lines += 1
             position += len(carry)
             carry, dropping = b"", True
-        if block:
-            position += len(block)
-            hits.bytes_read += len(block)
-            yield block, position
     if rest and carry:
         yield carry, position + len(carry)
 
@@ -254,12 +254,34 @@ def _merge(into: Hits, part: Hits) -> None:
 
 
 def _last_line_end(path: Path, offset: int) -> int:
-    """Where a plain file's last whole line ends (a line still being written is left)."""
+    """Where a plain file's last whole line after ``offset`` ends (``offset`` when none does:
+    a line still being written is left for the next run, however long). Read backwards a
+    piece at a time."""
     with path.open("rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        handle.seek(max(offset, size - MAX_LINE))
-        tail = handle.read()
-    return size - len(tail) + tail.rfind(b"\n") + 1
+        end = os.fstat(handle.fileno()).st_size
+        while end > offset:
+            start = max(offset, end - MAX_LINE)
+            handle.seek(start)
+            newline = handle.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return offset
+
+
+def _line_start(handle: BinaryIO, position: int, end: int) -> int:
+    """The first line start at or after ``position`` (past its newline), at most ``end``;
+    read forwards a piece at a time, never a whole line (a line may be any length)."""
+    handle.seek(position)
+    while position < end:
+        piece = handle.read(min(MAX_LINE, end - position))
+        if not piece:
+            break
+        newline = piece.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(piece)
+    return end
 
 
 def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]]:
@@ -267,9 +289,8 @@ def _split(path: Path, start: int, end: int, parts: int) -> list[tuple[int, int]
     cuts = [start]
     with path.open("rb") as handle:
         for i in range(1, parts):
-            handle.seek(start + (end - start) * i // parts)
-            handle.readline()
-            cuts.append(min(end, max(cuts[-1], handle.tell())))
+            middle = max(cuts[-1], start + (end - start) * i // parts)
+            cuts.append(_line_start(handle, middle, end) if middle > start else start)
     cuts.append(end)
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 

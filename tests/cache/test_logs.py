@@ -7,6 +7,7 @@ import gzip
 import os
 import shutil
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,36 @@ def test_a_gzipped_log_cut_short_counts_what_was_read(tmp_path: Path,
     assert spread.by_path == alone.by_path
     (offset,) = positions.values()  # read up to the last whole block before the break
     assert offset == sum(len(line) + 1 for line in lines("t", spread.counted).splitlines())
+
+
+def test_forked_parsers_cut_a_large_log_only_at_line_ends(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a line far past the limit across the middle (where the shares are cut) and one still
+    # being written at the end, longer than the limit: the cuts and the position read to are
+    # line ends, found in bounded memory, so the next run never starts inside a line
+    monster = "/" + "x" * (8 << 20)
+    text = lines("a", 3000) + log_line(monster, NOW) + lines("b", 3000)
+    tail = '203.0.113.9 - - [x] "GET /' + "y" * 200_000  # no newline yet
+    (tmp_path / "access.log").write_text(text + tail)
+    alone_positions: dict[str, int] = {}
+    alone = read(tmp_path, alone_positions)
+    monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)
+    monkeypatch.setattr(logs, "PROCESSES", 2)
+    positions: dict[str, int] = {}
+    tracemalloc.start()
+    try:
+        spread = read(tmp_path, positions)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert spread.counted == alone.counted == 6000
+    assert (spread.malformed, spread.lines) == (1, 6001)  # the one across the cut
+    assert spread.by_path == alone.by_path
+    assert positions == alone_positions and list(positions.values()) == [len(text)]
+    assert peak < 3 << 20, peak  # 6,000 paths counted; the cuts never read a whole line
+    with (tmp_path / "access.log").open("a") as log:  # the last line ends: read whole, once
+        log.write(" HTTP/1.1\" 200 5 \"-\" \"-\"\n")
+    for found in (positions, alone_positions):
+        again = read(tmp_path, found)
+        assert (again.lines, again.malformed, again.counted) == (1, 1, 0)  # over the limit
+        assert list(found.values()) == [(tmp_path / "access.log").stat().st_size]
