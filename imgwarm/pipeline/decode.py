@@ -86,8 +86,11 @@ def decode(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     format: its own decoder here (``DECODERS``), else its registry entry's libvips loader
     (formats.SOURCE_TYPES), whole, failing on any warning."""
     own = DECODERS.get(probe.format)
-    if own is not None:
-        return own(probe, width, height, name)
+    return _whole(probe) if own is None else own(probe, width, height, name)
+
+
+def _whole(probe: Probe) -> pyvips.Image:
+    """Decoded whole by the format's registry loader, failing on any warning."""
     image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
     return _with_profile(image, probe)
 
@@ -98,8 +101,7 @@ def _decode_png(probe: Probe, width: int, height: int, name: str) -> pyvips.Imag
 
 def _decode_gif(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
     _gif_whole(probe.data, name)  # (libnsgif's silence on damage: Pillow counts the pixels)
-    image = loader(probe.format)(probe.data, fail_on="warning", access="sequential")
-    return _with_profile(image, probe)
+    return _whole(probe)
 
 
 def _decode_jpeg(probe: Probe, width: int, height: int, name: str) -> pyvips.Image:
