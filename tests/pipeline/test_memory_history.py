@@ -6,6 +6,7 @@ under max_memory=256M, every decode within its estimate)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,18 @@ def _status(pid: int, field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def _kept(pid: int, idle: int, wait: float = 1.0) -> int:
+    """What the worker keeps above its idle size between jobs. libvips' threads free a large
+    decode's buffers just after the worker has answered (measured: 25-90 MiB, gone within
+    10 ms), so while the figure is over the bound it is read again, for up to ``wait``."""
+    until = time.monotonic() + wait
+    kept = _status(pid, "RssAnon") - idle
+    while kept > SETTLED and time.monotonic() < until:
+        time.sleep(0.005)
+        kept = _status(pid, "RssAnon") - idle
+    return kept
 
 
 def test_a_workers_peak_does_not_grow_with_the_sources_before() -> None:
@@ -65,7 +78,7 @@ def test_a_workers_peak_does_not_grow_with_the_sources_before() -> None:
             if peak > estimates.get(case.name, 32 * MIB):
                 said.append(f"{case.name}: {peak / MIB:.0f} MiB above the worker before it, "
                             f"estimate {estimates.get(case.name, 0) / MIB:.0f}")
-            kept = _status(pid, "RssAnon") - idle
+            kept = _kept(pid, idle)
             if kept > SETTLED:
                 said.append(f"after {case.name}: the worker keeps {kept / MIB:.0f} MiB")
             return said
