@@ -313,10 +313,15 @@ def _received(conn: Connection) -> Iterator[bytes]:
 
 
 def _parser(conn: Connection, path: Path, share: tuple[int, int] | None, log_format: LogFormat,
-            weigh: Decay, when: float, placeable: Placeable | None) -> None:
+            weigh: Decay, when: float, placeable: Placeable | None,
+            siblings: tuple[Connection, ...]) -> None:
     """A forked parser: its share (a range of a plain file, read here; None: the blocks
     sent down ``conn``) weighed by ``_count`` and checked against its own look at the
-    snapshot; its hits go back up ``conn`` once, at the end."""
+    snapshot; its hits go back up ``conn`` once, at the end. ``siblings``: the reader's
+    ends of the parsers forked before, which this one must not hold open (a parser whose
+    reader is gone sees the end of its pipe only when no other process holds it)."""
+    for end in siblings:
+        end.close()
     pieces = _received(conn) if share is None else _read_share(path, *share)
     hits = Hits()
     with checking(placeable) as check:
@@ -348,16 +353,15 @@ def _in_parallel(path: Path, offset: int, gzipped: bool, log_format: LogFormat, 
     placeable = None if check is None else check.placeable
     ends: list[Connection] = []
     workers = []
-    for share in shares:
-        mine, theirs = fork.Pipe()
-        worker = fork.Process(target=_parser, daemon=True, args=(
-            theirs, path, share, log_format, weigh, when, placeable))
-        worker.start()
-        theirs.close()
-        ends.append(mine)
-        workers.append(worker)
     done, broken = None, None
     try:
+        for share in shares:
+            mine, theirs = fork.Pipe()
+            ends.append(mine)
+            workers.append(fork.Process(target=_parser, daemon=True, args=(
+                theirs, path, share, log_format, weigh, when, placeable, tuple(ends[:-1]))))
+            workers[-1].start()
+            theirs.close()
         if gzipped:
             try:
                 for turn, (block, at) in enumerate(_blocks(path, offset, hits)):
@@ -373,10 +377,17 @@ def _in_parallel(path: Path, offset: int, gzipped: bool, log_format: LogFormat, 
         for conn in ends:
             _merge(hits, conn.recv())
             hits.bound(check)
+    except BaseException:  # (a parser that died, an interrupt): the others' work is moot
+        for worker in workers:
+            if worker.pid is not None:
+                worker.kill()
+        raise
     finally:
-        for conn, worker in zip(ends, workers, strict=True):
+        for conn in ends:
             conn.close()
-            worker.join()
+        for worker in workers:
+            if worker.pid is not None:
+                worker.join()
     if done is not None:
         yield done
     if broken is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,58 @@ def test_forked_parsers_cut_a_large_log_only_at_line_ends(tmp_path: Path,
         again = read(tmp_path, found)
         assert (again.lines, again.malformed, again.counted) == (1, 1, 0)  # over the limit
         assert list(found.values()) == [(tmp_path / "access.log").stat().st_size]
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _children() -> set[int]:
+    """This process's children still running (zombies are reaped by join: not counted)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_a_reader_stopped_midway_leaves_no_parser_behind(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reader fails while feeding a gzipped log to its parsers (an interrupt, a fault):
+    # it raises at once and no parser is left waiting for blocks. Each parser held the
+    # reader's ends of the ones forked before it, so the first never saw its pipe end and
+    # the reader waited for it for ever.
+    with gzip.open(tmp_path / "access.log.1.gz", "wt") as log:
+        log.write(lines("g", 20_000))
+    monkeypatch.setattr(logs, "PARALLEL_FROM", 10_000)
+    monkeypatch.setattr(logs, "PROCESSES", 3)
+    monkeypatch.setattr(logs, "BLOCK", 4096)
+    blocks = logs._blocks
+
+    def failing(path: Path, offset: int, hits: logs.Hits) -> Iterator[tuple[bytes, int]]:
+        for turn, block in enumerate(blocks(path, offset, hits)):
+            if turn == 5:
+                raise _Interrupted
+            yield block
+
+    monkeypatch.setattr(logs, "_blocks", failing)
+    before = _children()
+    outcome: list[BaseException | None] = []
+
+    def reading() -> None:
+        try:
+            read(tmp_path, {})
+            outcome.append(None)
+        except BaseException as error:  # noqa: BLE001 (looked at below)
+            outcome.append(error)
+
+    reader = threading.Thread(target=reading, daemon=True)
+    reader.start()
+    reader.join(60)
+    assert not reader.is_alive(), "the reader waits on its parsers"
+    assert len(outcome) == 1 and isinstance(outcome[0], _Interrupted)
+    assert _children() <= before  # every parser ended
