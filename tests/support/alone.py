@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 
-def _flock(path: Path, how: int) -> int:
+def _lock(path: Path, how: int) -> int:
     """A descriptor holding the lock ``how`` on ``path`` (closing it lets go)."""
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    fcntl.flock(fd, how)
+    fcntl.lockf(fd, how)
     return fd
 
 
@@ -35,9 +35,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         return
     base = Path(tempfile.gettempdir()) / f"imgwarm-tests-{run}"
     alone = item.get_closest_marker("alone") is not None
-    turnstile = _flock(base.with_suffix(".turnstile"), fcntl.LOCK_EX)
+    turnstile = _lock(base.with_suffix(".turnstile"), fcntl.LOCK_EX)
     try:
-        held = _flock(base.with_suffix(".lock"), fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        held = _lock(base.with_suffix(".lock"), fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
     finally:
         if not alone:  # through the turnstile: side by side with the other process
             os.close(turnstile)
