@@ -234,7 +234,7 @@ def test_a_reader_stopped_midway_leaves_no_parser_behind(tmp_path: Path,
         try:
             read(tmp_path, {})
             outcome.append(None)
-        except BaseException as error:  # noqa: BLE001 (looked at below)
+        except BaseException as error:  # (looked at below)
             outcome.append(error)
 
     reader = threading.Thread(target=reading, daemon=True)
