@@ -357,11 +357,14 @@ def _in_parallel(path: Path, offset: int, gzipped: bool, log_format: LogFormat, 
     try:
         for share in shares:
             mine, theirs = fork.Pipe()
+            worker = fork.Process(target=_parser, daemon=True, args=(
+                theirs, path, share, log_format, weigh, when, placeable, tuple(ends)))
             ends.append(mine)
-            workers.append(fork.Process(target=_parser, daemon=True, args=(
-                theirs, path, share, log_format, weigh, when, placeable, tuple(ends[:-1]))))
-            workers[-1].start()
-            theirs.close()
+            try:
+                worker.start()
+            finally:
+                theirs.close()
+            workers.append(worker)  # (started: killed and joined below)
         if gzipped:
             try:
                 for turn, (block, at) in enumerate(_blocks(path, offset, hits)):
@@ -379,15 +382,13 @@ def _in_parallel(path: Path, offset: int, gzipped: bool, log_format: LogFormat, 
             hits.bound(check)
     except BaseException:  # (a parser that died, an interrupt): the others' work is moot
         for worker in workers:
-            if worker.pid is not None:
-                worker.kill()
+            worker.kill()
         raise
     finally:
         for conn in ends:
             conn.close()
         for worker in workers:
-            if worker.pid is not None:
-                worker.join()
+            worker.join()
     if done is not None:
         yield done
     if broken is not None:
