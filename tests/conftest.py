@@ -6,4 +6,4 @@ import pytest
 # Plain asserts in the support modules report their values, as in a test.
 pytest.register_assert_rewrite("tests.support")
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.alone"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.alone", "tests.support.signals"]

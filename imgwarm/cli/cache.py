@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from imgwarm.cli.common import (
 )
 from imgwarm.cli.report import bars
 from imgwarm.cli.setting import SettingOption
+from imgwarm.cli.signals import stopped_by_signals, then_interrupt
 from imgwarm.exceptions import ImgwarmError
 from imgwarm.text import printable
 
@@ -136,20 +137,10 @@ def _service(settings: Settings, pause: float | None, follow: bool,
     def after(report: WarmReport | None) -> None:
         beat(state, started, period, time.time(), _whole(report))
 
-    def stopping(*_: Any) -> None:
-        if stop.is_set():  # a second one: do not wait for the run in hand
-            raise KeyboardInterrupt
-        stop.set()
-
-    previous = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    # a second signal does not wait for the run in hand
+    with stopped_by_signals(then_interrupt(stop)), suppress(KeyboardInterrupt):
         beat(state, started, period, None, True)  # for `imgwarm health`: under way
         keep_warm(run, every=pause, waker=waker, stop=stop, after=after)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _whole(report: WarmReport | None) -> bool:

@@ -3,13 +3,13 @@ periodic reconcile that catches what events missed."""
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any
 
 import click
 
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
+from imgwarm.cli.signals import stopped_by_signals
 from imgwarm.text import printable
 
 
@@ -100,9 +100,7 @@ def _run(settings: Any, sqs_urls: tuple[str, ...], redis_lists: tuple[str, ...],
     listener = Listener(settings, Order(connect(url, timeout=10)), as_json=as_json, echo=echo,
                         to_json=json_text)
     stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set())
-                for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stopped_by_signals(stop.set):
         if not sources and every is None:  # --reconcile alone: once, then exit
             from imgwarm.events.listen import reconcile_loop
 
@@ -112,8 +110,5 @@ def _run(settings: Any, sqs_urls: tuple[str, ...], redis_lists: tuple[str, ...],
         else:
             failures = listen(settings, sources, listener, stop, reconcile_every=every,
                               reconcile_at_start=reconcile)
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
     click.echo(listener.summary(), err=not as_json)
     return failures

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import threading
-from typing import Any
+from contextlib import suppress
 
 import click
 
 from imgwarm.cli.common import EXIT_OK, command, json_text, load
+from imgwarm.cli.signals import stopped_by_signals, then_interrupt
 from imgwarm.text import printable
 
 
@@ -36,21 +36,11 @@ def notify(ctx: click.Context, /, once: bool, as_json: bool) -> None:
     settings = load(ctx)
     stop = threading.Event()
 
-    def stopping(*_: Any) -> None:
-        if stop.is_set():  # a second one: do not wait for the POST in hand
-            raise KeyboardInterrupt
-        stop.set()
-
     deliverer = Deliverer(settings, stop=stop,
                           say=lambda line: click.echo(printable(line), err=True))
-    previous = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    counts = deliverer.counts  # so far, when a second signal does not wait for the POST in hand
+    with stopped_by_signals(then_interrupt(stop)), suppress(KeyboardInterrupt):
         counts = deliverer.run(once=once)
-    except KeyboardInterrupt:
-        counts = deliverer.counts
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     summary = {"delivered": counts.delivered, "failed": counts.failed,
                "dropped": counts.dropped, "waiting": len(counts.waiting)}
     if as_json:

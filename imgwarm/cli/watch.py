@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +10,7 @@ import click
 from imgwarm.cli import report
 from imgwarm.cli.common import EXIT_FAILED, EXIT_OK, command, json_text, load
 from imgwarm.cli.setting import SettingOption
+from imgwarm.cli.signals import stopped_by_signals
 from imgwarm.text import printable
 
 if TYPE_CHECKING:
@@ -84,14 +83,12 @@ def watch(ctx: click.Context, /, folders: tuple[Path, ...], once: bool, settle: 
             click.echo(printable(outcome.line()))
 
     watcher = make_watcher(folders, settings, show, settle=settle, queue=on_queue)
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, lambda *_: watcher.stop())
     shown = ", ".join(str(f) for f in watcher.folders.watched)
 
     def ready() -> None:  # (on stderr, with --json too: a supervisor's or a test's cue)
         click.echo(printable(f"{'catching up' if once else 'watching'} {shown}; variants in "
                              f"{settings.store.origin_root}"), err=True)
 
-    watcher.run(once=once, ready=ready)
+    with stopped_by_signals(watcher.stop):
+        watcher.run(once=once, ready=ready)
     ctx.exit(EXIT_FAILED if once and failures else EXIT_OK)
