@@ -10,6 +10,10 @@ The points (name: the moment just after):
     references.empty      that look found the manifest store empty, before references.json
     optimize.claimed      a source's new variants are claimed, before they are written
     optimize.written      its variants are written, before its manifest is
+    optimize.published    its manifest is written, before the claims it found made by another
+                          run of the same key are made again
+    optimize.released     a failed make released the claims it made, before it reads its
+                          key's record again
     manifest.written      a record is written, before the journal says so
     delete.tombstoned     the tombstone is written, before any variant is removed
     reclaim.read          a variant's claims were looked up (none) and its bytes read, before

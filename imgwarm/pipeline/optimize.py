@@ -124,22 +124,47 @@ def _publish(files: list[Encoded], stores: Stores, created: list[PurePosixPath])
     return variants
 
 
-def _undo(key: str, fresh: list[str], created: list[PurePosixPath], stores: Stores) -> None:
-    """After a failed make: release this run's claims and remove the files it created, except
-    what the key's record names as it now stands (the manifest may have gone in before the
-    failure, or another run's since) and what another source claims (the same bytes under the
-    same name: ``reclaim`` looks before and after). When the record cannot be read, or a
-    claim not released, nothing is removed: a file left over is gc's, a file lost is not."""
+def _undo(key: str, mine: set[str], created: list[PurePosixPath], stores: Stores) -> None:
+    """After a failed make: release the claim markers this run created (``mine``: those it
+    found there are another run's of the same key) and remove the files it created, except
+    what the key's record names as it now stands and what a source claims (``reclaim`` looks
+    before and after).
+
+    The record is read after the release, and what it names is claimed again: another run of
+    this key may have published since it claimed (its markers were this run's, and it found
+    them there). Should that run publish after this read, it makes them again itself
+    (``_claims_kept``). When the record cannot be read, or a claim not released, nothing is
+    removed: a file left over is gc's, a file lost is not."""
     references = stores.manifests.references
     try:
+        references.release(key, sorted(mine))
+        reached("optimize.released")
         standing = named(stores.manifests.read(key))
-        references.release(key, [p for p in fresh if p not in standing])
+        references.claim(key, sorted(mine & standing))
     except Exception:  # the first error is the one to report
         return
     for path in created:
         if str(path) not in standing:
             with contextlib.suppress(Exception):
                 reclaim(stores.origin, references, str(path))
+
+
+def _claims_kept(key: str, shared: list[str], files: list[Encoded], stores: Stores) -> None:
+    """After a manifest is written: the markers this run's claim found there already (another
+    run of the same key made them) are made again, and then the files they claim are looked
+    at, each missing one written again. That other run may fail and undo: it releases its
+    markers and removes the files it created, unless the record names them when it reads it
+    again. Its release before this claim: the claim stands. After: its read sees this
+    manifest. A file it removed before this look is written again here; one it removes
+    after sees this claim, and is put back (``reclaim``). Nothing to do, and no request,
+    when this run created every marker, as a run alone does."""
+    if not shared:
+        return
+    stores.manifests.references.claim(key, shared)
+    for file in files:
+        path = stores.path_of(file.name)
+        if str(path) in shared and not stores.origin.exists(path):
+            stores.origin.write(path, file.data)
 
 
 def optimize_bytes(
@@ -182,8 +207,9 @@ def optimize_bytes(
     # sees the claim and leaves a variant of the same name alone.
     fresh = sorted({str(stores.path_of(f.name)) for f in made.files} - named(previous))
     created: list[PurePosixPath] = []
+    mine: set[str] = set()  # the claim markers this run created
     try:
-        stores.manifests.references.claim(key, fresh)
+        stores.manifests.references.claim(key, fresh, mine)
         reached("optimize.claimed")
         variants = _publish(made.files, stores, created)
         reached("optimize.written")
@@ -197,8 +223,10 @@ def optimize_bytes(
         if manifest != previous:  # files were missing, the manifest was right: keep it
             _not_taken_down(key, name, previous, stores)
             stores.manifests.put(manifest, previous, claimed=True)
+            reached("optimize.published")
+            _claims_kept(key, [p for p in fresh if p not in mine], made.files, stores)
     except BaseException:  # whatever stops it, a failed source leaves nothing behind
-        _undo(key, fresh, created, stores)
+        _undo(key, mine, created, stores)
         raise
     return Outcome(manifest, reused=False)
 

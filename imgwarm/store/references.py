@@ -10,6 +10,11 @@ another's. A source claims its markers before it writes its variants and its man
 releases them only after its next manifest (or its tombstone) is written: a manifest that
 names a variant always has its marker. ``reclaim`` closes the one gap left, a source that
 claims a variant at the moment it is removed.
+
+Two runs of one key (an event and the reconcile, a job handed out again) making the same bytes
+claim the same markers. A failed run releases only the markers its own claim created, and a
+run that found some already there makes them again once its manifest is written
+(``pipeline/optimize.py``): one run's failure never takes the other's claims.
 """
 
 from __future__ import annotations
@@ -60,18 +65,27 @@ class References:
 
     # --- who names a variant ------------------------------------------------------------------
 
-    def claim(self, key: str, paths: Iterable[str]) -> None:
-        """Say that ``key``'s source names these variants (before they are written)."""
+    def claim(self, key: str, paths: Iterable[str], created: set[str] | None = None) -> None:
+        """Say that ``key``'s source names these variants (before they are written). Each
+        path whose marker this call created is added to ``created`` as it is, so that a claim
+        cut short still tells what it made; the others were there already (another run of
+        the same key, in flight or dead), and are not this run's to release."""
         digest = key_digest(key)
-        self._each(lambda p: self.claim_digest(digest, p), paths)
+
+        def one(path: str) -> None:
+            if self.claim_digest(digest, path) and created is not None:
+                created.add(path)  # (set.add: safe from the threads)
+
+        self._each(one, paths)
 
     def release(self, key: str, paths: Iterable[str]) -> None:
         """Say that ``key``'s source no longer names these (after its next record is written)."""
         digest = key_digest(key)
         self._each(lambda p: self.release_digest(digest, p), paths)
 
-    def claim_digest(self, digest: str, path: str) -> None:
-        self.store.write(f"{REFS}/{path}/{digest}", b"")
+    def claim_digest(self, digest: str, path: str) -> bool:
+        """True when this call created the marker (False: it was there)."""
+        return self.store.write(f"{REFS}/{path}/{digest}", b"")
 
     def release_digest(self, digest: str, path: str) -> None:
         self._unmark(f"{REFS}/{path}/{digest}")
