@@ -130,17 +130,24 @@ def _undo(key: str, mine: set[str], created: list[PurePosixPath], stores: Stores
     what the key's record names as it now stands and what a source claims (``reclaim`` looks
     before and after).
 
-    The record is read after the release, and what it names is claimed again: another run of
-    this key may have published since it claimed (its markers were this run's, and it found
-    them there). Should that run publish after this read, it makes them again itself
+    The record is read again after the release, and what it names is claimed again: another
+    run of this key may have published since it claimed (its markers were this run's, and it
+    found them there). Should that run publish after this read, it makes them again itself
     (``_claims_kept``). When the record cannot be read, or a claim not released, nothing is
-    removed: a file left over is gc's, a file lost is not."""
+    removed (and what was released is claimed back when the second read fails: a claim no
+    record stands behind is fsck's): a file left over is gc's, a file lost is not."""
     references = stores.manifests.references
     try:
-        references.release(key, sorted(mine))
-        reached("optimize.released")
         standing = named(stores.manifests.read(key))
-        references.claim(key, sorted(mine & standing))
+        released = sorted(mine - standing)
+        references.release(key, released)
+        reached("optimize.released")
+        try:
+            standing = named(stores.manifests.read(key))
+        except Exception:
+            references.claim(key, released)
+            raise
+        references.claim(key, sorted(standing.intersection(released)))
     except Exception:  # the first error is the one to report
         return
     for path in created:
@@ -208,6 +215,7 @@ def optimize_bytes(
     fresh = sorted({str(stores.path_of(f.name)) for f in made.files} - named(previous))
     created: list[PurePosixPath] = []
     mine: set[str] = set()  # the claim markers this run created
+    published = False
     try:
         stores.manifests.references.claim(key, fresh, mine)
         reached("optimize.claimed")
@@ -223,10 +231,12 @@ def optimize_bytes(
         if manifest != previous:  # files were missing, the manifest was right: keep it
             _not_taken_down(key, name, previous, stores)
             stores.manifests.put(manifest, previous, claimed=True)
+            published = True  # from here on its manifest stands: nothing is undone
             reached("optimize.published")
             _claims_kept(key, [p for p in fresh if p not in mine], made.files, stores)
     except BaseException:  # whatever stops it, a failed source leaves nothing behind
-        _undo(key, mine, created, stores)
+        if not published:
+            _undo(key, mine, created, stores)
         raise
     return Outcome(manifest, reused=False)
 

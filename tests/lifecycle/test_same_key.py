@@ -181,3 +181,36 @@ def test_the_run_that_found_the_markers_fails_and_releases_none(site: Site,
     with racepoints.at("optimize.written", fail), pytest.raises(StorageError):
         run(site, upload)
     published(site, upload, other.finish())
+
+
+def test_a_published_run_that_fails_after_keeps_everything(site: Site, upload: Path) -> None:
+    """A failure once the manifest is written (making shared claims again, say) is reported,
+    and nothing is undone: the manifest stands with its files and claims."""
+    with racepoints.at("optimize.published", fail), pytest.raises(StorageError):
+        run(site, upload)
+    manifest = stores(site).manifests.get(str(upload.resolve()))
+    assert manifest is not None
+    published(site, upload, manifest)
+
+
+def test_when_the_record_cannot_be_read_again_the_released_claims_are_made_again(
+        site: Site, upload: Path) -> None:
+    """The failed run's second read of its record fails (after its release): who names the
+    files cannot be told, so its markers are claimed back and no file is removed (a claim
+    with no record behind it is fsck --repair's, after an hour)."""
+    given = stores(site)
+
+    def unreadable(key: str) -> None:
+        raise StorageError(f"injected: {key} cannot be read")
+
+    def break_reads() -> None:
+        given.manifests.read = unreadable  # type: ignore[method-assign]
+
+    with racepoints.at("optimize.written", fail), \
+            racepoints.at("optimize.released", break_reads), pytest.raises(StorageError):
+        optimize_file(upload, settings=site.settings, stores=given)
+    assert stores(site).manifests.read(str(upload.resolve())) is None
+    digest = key_digest(str(upload.resolve()))
+    marked = {p for p, d in claims(site) if d == digest}
+    origin = stores(site).origin
+    assert len(marked) >= 2 and all(origin.exists(p) for p in marked)
