@@ -124,18 +124,21 @@ def test_the_other_publishes_before_the_failed_run_undoes(site: Site, upload: Pa
     published(site, upload, made[0])
 
 
-def test_the_other_publishes_between_the_release_and_the_read(site: Site,
-                                                               upload: Path) -> None:
-    """A has released its markers and not yet read the record when B publishes: B makes
-    again the markers it found, since A released them."""
+@pytest.mark.parametrize("point", ["optimize.released", "reclaim.read"])
+def test_the_other_publishes_while_the_failed_run_undoes(site: Site, upload: Path,
+                                                         point: str) -> None:
+    """B publishes in the middle of A's undo. At optimize.released, A has released its
+    markers and not yet read the record again: B makes again the markers it found. At
+    reclaim.read, A has looked at a file's claims (none) and read it: A removes it, sees B's
+    claim after, and puts it back."""
     other = Held(lambda: run(site, upload))
     made: list[Manifest] = []
     with racepoints.at("optimize.claimed", lambda: other.start_until("optimize.claimed")), \
             racepoints.at("optimize.written", fail), \
-            racepoints.at("optimize.released", lambda: made.append(other.finish())), \
+            racepoints.at(point, lambda: made.append(other.finish())), \
             pytest.raises(StorageError):
         run(site, upload)
-    assert made, "the other run was never let go at the race point"
+    assert made, f"the other run was never let go at {point}"
     published(site, upload, made[0])
 
 
@@ -155,21 +158,6 @@ def test_files_removed_after_the_other_wrote_them_are_written_again(site: Site,
         run(site, upload)
     assert stores(site).manifests.read(str(upload.resolve())) is None
     published(site, upload, other.finish())
-
-
-def test_a_file_removed_while_the_other_publishes_is_put_back(site: Site,
-                                                              upload: Path) -> None:
-    """A's undo has looked at a file's claims (none) and read it when B publishes and claims
-    again: A removes it, sees the claim after, and puts it back."""
-    other = Held(lambda: run(site, upload))
-    made: list[Manifest] = []
-    with racepoints.at("optimize.claimed", lambda: other.start_until("optimize.claimed")), \
-            racepoints.at("optimize.written", fail), \
-            racepoints.at("reclaim.read", lambda: made.append(other.finish())), \
-            pytest.raises(StorageError):
-        run(site, upload)
-    assert made, "the other run was never let go at the race point"
-    published(site, upload, made[0])
 
 
 def test_the_run_that_found_the_markers_fails_and_releases_none(site: Site,
