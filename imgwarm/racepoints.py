@@ -12,6 +12,8 @@ The points (name: the moment just after):
     optimize.written      its variants are written, before its manifest is
     optimize.published    its manifest is written, before the claims it found made by another
                           run of the same key are made again
+    optimize.undoing      a failed make has read its key's record, before it releases the
+                          claims it made
     optimize.released     a failed make released the claims it made, before it reads its
                           key's record again
     manifest.written      a record is written, before the journal says so

@@ -140,6 +140,7 @@ def _undo(key: str, mine: set[str], created: list[PurePosixPath], stores: Stores
     try:
         standing = named(stores.manifests.read(key))
         released = sorted(mine - standing)
+        reached("optimize.undoing")
         references.release(key, released)
         reached("optimize.released")
         try:
@@ -158,11 +159,11 @@ def _undo(key: str, mine: set[str], created: list[PurePosixPath], stores: Stores
 
 def _claims_kept(key: str, shared: list[str], files: list[Encoded], stores: Stores) -> None:
     """After a manifest is written: the markers this run's claim found there already (another
-    run of the same key made them) are made again, and then the files they claim are looked
-    at, each missing one written again. That other run may fail and undo: it releases its
-    markers and removes the files it created, unless the record names them when it reads it
-    again. Its release before this claim: the claim stands. After: its read sees this
-    manifest. A file it removed before this look is written again here; one it removes
+    run of the same key made them) are made again, then their files are written again where
+    missing (a write keeps a file already there). That other run may fail and undo: it
+    releases its markers and removes the files it created, unless the record names them when
+    it reads it again. Its release before this claim: the claim stands. After: its read sees
+    this manifest. A file it removed before this write is written again here; one it removes
     after sees this claim, and is put back (``reclaim``). Nothing to do, and no request,
     when this run created every marker, as a run alone does."""
     if not shared:
@@ -170,8 +171,8 @@ def _claims_kept(key: str, shared: list[str], files: list[Encoded], stores: Stor
     stores.manifests.references.claim(key, shared)
     for file in files:
         path = stores.path_of(file.name)
-        if str(path) in shared and not stores.origin.exists(path):
-            stores.origin.write(path, file.data)
+        if str(path) in shared:
+            stores.origin.write(path, file.data)  # (conditional: where it is, nothing written)
 
 
 def optimize_bytes(

@@ -124,11 +124,14 @@ def test_the_other_publishes_before_the_failed_run_undoes(site: Site, upload: Pa
     published(site, upload, made[0])
 
 
-@pytest.mark.parametrize("point", ["optimize.released", "reclaim.read"])
+@pytest.mark.parametrize("point", ["optimize.undoing", "optimize.released", "reclaim.read"])
 def test_the_other_publishes_while_the_failed_run_undoes(site: Site, upload: Path,
                                                          point: str) -> None:
-    """B publishes in the middle of A's undo. At optimize.released, A has released its
-    markers and not yet read the record again: B makes again the markers it found. At
+    """B publishes in the middle of A's undo. At optimize.undoing, A has read the record
+    (none yet) and not released: B's claims again find the markers there, A then releases
+    them, and claims again what its second read finds named. At optimize.released, A has
+    released its markers and not yet read the record again: B makes again the markers it
+    found. At
     reclaim.read, A has looked at a file's claims (none) and read it: A removes it, sees B's
     claim after, and puts it back."""
     other = Held(lambda: run(site, upload))
